@@ -1,0 +1,9 @@
+"""Strategies that propose new points while other evaluations are still running.
+
+Importing this package registers the built-in strategies by name (see ``abo.strategies()``).
+"""
+
+from abo.acquisitions import qlognei, random  # noqa: F401 - registration side effects
+from abo.acquisitions.base import Proposal, ProposalContext, Strategy
+
+__all__ = ["Proposal", "ProposalContext", "Strategy"]

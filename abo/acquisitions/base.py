@@ -1,0 +1,78 @@
+"""The one Strategy protocol: tensors in the unit cube in, proposals out.
+
+A strategy never sees storage, executors or parameter names. It is handed a frozen
+``ProposalContext`` on every call — the fitted model, what has been observed, *all* running
+trials as busy points — and returns ``n`` points. ``Study`` rounds them onto valid parameters,
+drops duplicates and records each point's ``info`` (which strategy, which arm) on its trial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from botorch.models.model import Model
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class ProposalContext:
+    """Everything a strategy may use to propose points.
+
+    Attributes:
+        model: the GP fitted on ``X``, ``Y`` (``None`` when there are too few observations).
+        X: ``n x d`` completed points in the unit cube.
+        Y: ``n x 1`` their utilities: **larger is better** (the sign is flipped for
+            minimisation), as BoTorch's acquisition functions assume.
+        X_pending: ``m x d`` busy points: every running trial, on every call.
+        bounds: ``2 x d`` bounds of the cube.
+        generator: the only source of randomness a strategy may use directly; seeded from the
+            study seed and the number of trials so far, so proposals are reproducible.
+        round: snaps ``k x d`` relaxed points onto encodings of valid parameters.
+        n_trials: proposals made so far in the study (AEGiS's schedule uses it).
+        n_workers: how many evaluations run at once, when the caller knows (else ``None``).
+    """
+
+    model: Model | None
+    X: Tensor
+    Y: Tensor
+    X_pending: Tensor
+    bounds: Tensor
+    generator: torch.Generator
+    round: Callable[[Tensor], Tensor]
+    n_trials: int = 0
+    n_workers: int | None = None
+
+    @property
+    def dim(self) -> int:
+        return self.bounds.shape[-1]
+
+    def seed(self) -> int:
+        """A fresh integer seed drawn from ``generator`` (for BoTorch samplers and engines)."""
+        return int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator).item())
+
+    def uniform(self, n: int) -> Tensor:
+        """``n x d`` uniform points in the cube from ``generator``."""
+        return torch.rand(n, self.dim, generator=self.generator, dtype=torch.double)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """``n x d`` proposed points and, per point, what produced it (recorded on the trial)."""
+
+    X: Tensor
+    info: list[dict[str, Any]] = field(default_factory=list)
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """Proposes ``n`` new points; a model is fitted for it when ``needs_model`` is true."""
+
+    name: str
+    needs_model: bool
+
+    def propose(self, ctx: ProposalContext, n: int) -> Proposal:
+        """``n`` points in the unit cube (``n x d``), aware of ``ctx.X_pending``."""
+        ...

@@ -1,0 +1,181 @@
+"""The ``abo`` command line (typer): ``abo demo`` and friends.
+
+Exit codes: 0 done, 1 an abo error (the message says which field and why), 2 usage.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from abo.exceptions import AboError
+
+app = typer.Typer(
+    name="abo",
+    help="Asynchronous Bayesian optimization: no idle workers while the model thinks.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+err = Console(stderr=True)
+
+
+class Progress:
+    """A live panel: completed / running / failed, best so far, elapsed."""
+
+    def __init__(self, total: int, direction: str) -> None:
+        self.total = total
+        self.direction = direction
+        self.done = self.failed = self.lost = self.running = 0
+        self.best: float | None = None
+        self.best_id: int | None = None
+        self.start = time.time()
+
+    def update(self, study: object, trial: object) -> None:
+        from abo.trial import TrialState
+
+        state = trial.state  # type: ignore[attr-defined]
+        if state is TrialState.DONE:
+            self.done += 1
+            value = trial.value  # type: ignore[attr-defined]
+            better = self.best is None or (
+                value < self.best if self.direction == "minimize" else value > self.best
+            )
+            if better:
+                self.best, self.best_id = value, trial.id  # type: ignore[attr-defined]
+        elif state is TrialState.FAILED:
+            self.failed += 1
+        elif state is TrialState.LOST:
+            self.lost += 1
+        self.running = len(study.pending)  # type: ignore[attr-defined]
+
+    def __rich__(self) -> Group:
+        table = Table.grid(padding=(0, 2))
+        table.add_row(
+            Text(f"completed {self.done + self.failed}/{self.total}", style="bold"),
+            f"running {self.running}",
+            f"failed {self.failed}",
+            f"lost {self.lost}",
+            f"elapsed {time.time() - self.start:5.1f} s",
+        )
+        best = "—" if self.best is None else f"{self.best:.6g} (trial {self.best_id})"
+        table.add_row(Text(f"best so far {best}", style="green"))
+        return Group(table)
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    err.print(f"[red]error:[/red] {exc}")
+    return typer.Exit(1)
+
+
+@app.command()
+def demo(
+    trials: Annotated[int, typer.Option(help="How many trials to finish.")] = 40,
+    workers: Annotated[int, typer.Option(help="Dask worker processes.")] = 4,
+    storage: Annotated[str, typer.Option(help="Storage URL.")] = "sqlite:///abo.db",
+    resume: Annotated[
+        str | None, typer.Option(help="Continue this study instead of starting a new one.")
+    ] = None,
+    strategy: Annotated[str, typer.Option(help="Strategy name (see abo strategies).")] = "qlognei",
+    seed: Annotated[int, typer.Option(help="Random seed of a new study.")] = 0,
+    min_seconds: Annotated[float, typer.Option(help="Shortest evaluation.")] = 0.2,
+    max_seconds: Annotated[float, typer.Option(help="Longest evaluation.")] = 1.5,
+) -> None:
+    """Optimise Hartmann-6 (evaluations of 0.2-1.5 s) on a local Dask cluster with SQLite."""
+    import functools
+
+    import abo
+    from abo.demo import PARAMS, slow_hartmann6
+    from abo.executors import DaskExecutor
+    from abo.plots import convergence
+
+    console = Console()
+    try:
+        space = abo.Space({name: abo.Float(0.0, 1.0) for name in PARAMS})
+        if resume is not None:
+            study = abo.load_study(resume, storage=storage)
+        else:
+            name = "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+            study = abo.create_study(
+                space,
+                name=name,
+                storage=storage,
+                strategy=strategy,
+                seed=seed,
+                noise="deterministic",
+            )
+        console.print(
+            f"study [bold]{study.name}[/bold] in {storage}: {trials} trials of Hartmann-6 "
+            f"on {workers} Dask workers ({study.strategy})"
+        )
+        objective = functools.partial(
+            slow_hartmann6, min_seconds=min_seconds, max_seconds=max_seconds
+        )
+        progress = Progress(trials, study.direction)
+        with DaskExecutor(n_workers=workers) as executor:
+            progress.start = time.time()
+            with Live(
+                progress, console=console, refresh_per_second=4, transient=not console.is_terminal
+            ):
+                result = study.optimize(
+                    objective,
+                    n_trials=trials,
+                    n_workers=workers,
+                    executor=executor,
+                    callback=progress.update,
+                )
+    except AboError as exc:
+        raise _fail(exc) from None
+    console.print(result.summary())
+    best = study.best
+    if best is not None:
+        console.print(
+            f"best value {best.value:.6f} (Hartmann-6 minimum -3.32237) at trial {best.id}:"
+        )
+        for key, value in best.params.items():
+            console.print(f"  {key} = {value:.6f}")
+    plot = _plot_path(storage, study.name)
+    convergence(study.trials, study.direction, plot, title=f"{study.name} (Hartmann-6)")
+    console.print(f"convergence plot: {plot}")
+    console.print(f"resume with: abo demo --resume {study.name} --storage {storage}")
+
+
+def _plot_path(storage: str, name: str) -> Path:
+    """``<name>-convergence.png`` beside the SQLite file, or in the current folder."""
+    folder = Path.cwd()
+    if storage.startswith("sqlite:///"):
+        db = Path(storage[len("sqlite:///") :])
+        folder = db.parent if str(db.parent) else Path.cwd()
+    return folder / f"{name}-convergence.png"
+
+
+@app.command("strategies")
+def list_strategies() -> None:
+    """List the strategy names with a one-line description each."""
+    from abo.registry import strategies
+
+    table = Table("strategy", "description")
+    for name, text in strategies().items():
+        table.add_row(name, text)
+    Console().print(table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

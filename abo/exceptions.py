@@ -1,0 +1,81 @@
+"""The abo exception tree, split by what the caller must do.
+
+::
+
+    AboError
+    ├── SearchSpaceError        an invalid space, or parameters that do not fit it (fix the input)
+    ├── InvalidValueError       a value that is NaN, infinite or not a number (fix the input)
+    ├── StudyNotFoundError      no study of that name in the storage
+    ├── DuplicatedStudyError    a study of that name exists already
+    ├── TrialNotFoundError      no trial of that id in the study
+    ├── TrialStateError         a transition the state forbids (e.g. a second, different tell)
+    ├── UnknownStrategyError    a strategy name that is not registered (lists the valid ones)
+    ├── StorageError            the storage cannot be opened or written (retry or fix the URL)
+    ├── SurrogateFitError       the GP could not be fitted (abo falls back and warns instead)
+    └── TrialFailure            raised by an objective to fail its trial on purpose
+
+    AboWarning (UserWarning)    something was degraded but the study goes on
+
+Every error names the field it is about and why, so a message can be shown to a user as is.
+"""
+
+from __future__ import annotations
+
+
+class AboError(Exception):
+    """Root of every error abo raises on purpose."""
+
+
+class SearchSpaceError(AboError, ValueError):
+    """The search space is invalid, or parameters do not fit it."""
+
+
+class InvalidValueError(AboError, ValueError):
+    """An objective value is NaN, infinite or not a real number."""
+
+
+class StudyNotFoundError(AboError, LookupError):
+    """No study of the given name exists in the storage."""
+
+
+class DuplicatedStudyError(AboError):
+    """A study of the given name exists already (use ``load_if_exists=True`` to resume it)."""
+
+
+class TrialNotFoundError(AboError, LookupError):
+    """No trial of the given id exists in the study."""
+
+
+class TrialStateError(AboError):
+    """The trial's state forbids the requested transition."""
+
+
+class UnknownStrategyError(AboError, ValueError):
+    """The strategy name is not registered."""
+
+
+class StorageError(AboError):
+    """The storage cannot be opened, read or written."""
+
+
+class SurrogateFitError(AboError):
+    """The Gaussian process could not be fitted to the data."""
+
+
+class TrialFailure(AboError):
+    """Raised by an objective to mark its trial failed with a reason.
+
+    Args:
+        reason: why the evaluation failed, stored on the trial.
+        retryable: ``True`` when the failure says nothing about the parameters (infrastructure),
+            so the trial is marked ``lost`` and its parameters retried instead of ``failed``.
+    """
+
+    def __init__(self, reason: str, retryable: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+
+
+class AboWarning(UserWarning):
+    """Something was degraded (a fallback was taken) but the study goes on."""

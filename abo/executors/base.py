@@ -1,0 +1,48 @@
+"""The one Executor protocol: where evaluations run.
+
+Executors speak futures: ``submit`` returns a future with ``done()``, ``result()`` and
+``cancel()``; ``wait`` returns the futures that finished, at the first completion or after a
+timeout. Foreign errors (a dead worker, a cancelled job) are translated here, once, into
+``LostEvaluation`` so the loop never needs to know which backend ran the trial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any, Protocol, runtime_checkable
+
+
+class LostEvaluation(Exception):
+    """The infrastructure lost an evaluation (worker died, job cancelled): not the params' fault."""
+
+
+@runtime_checkable
+class Future(Protocol):
+    def done(self) -> bool: ...
+
+    def result(self, timeout: float | None = None) -> Any: ...
+
+    def cancel(self) -> Any: ...
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs evaluations asynchronously on ``n_workers`` workers."""
+
+    n_workers: int
+
+    def submit(self, fn: Callable[..., Any], *args: Any, key: str) -> Future:
+        """Start ``fn(*args)``; ``key`` is unique per trial attempt (never deduplicated)."""
+        ...
+
+    def wait(self, futures: Collection[Future], timeout: float | None) -> set[Future]:
+        """Block until at least one of ``futures`` is done or ``timeout`` passes."""
+        ...
+
+    def outcome(self, future: Future) -> Any:
+        """The future's result; ``LostEvaluation`` when the infrastructure lost it."""
+        ...
+
+    def close(self) -> None:
+        """Release what the executor started (clusters, threads)."""
+        ...

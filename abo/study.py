@@ -1,0 +1,539 @@
+"""Study: the ask/tell engine every other part (the loop, the CLI, the service) goes through.
+
+A study decides *which* points to evaluate next; it does no I/O of its own beyond its storage.
+Every ask first reaps expired leases, then hands out queued points (enqueued by the user, or
+retries of lost trials), then asks the strategy for the rest — with every running trial as a
+busy point. Every tell is validated at this boundary and committed before it returns.
+
+Example:
+    >>> import abo
+    >>> space = abo.Space({"x": abo.Float(-2.0, 2.0)})
+    >>> study = abo.create_study(space, strategy="random", seed=0)
+    >>> trial = study.ask()
+    >>> _ = study.tell(trial.id, (trial.params["x"] - 1.0) ** 2)
+    >>> len(study), study.best.state.value
+    (1, 'done')
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import re
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from abo.acquisitions.base import Proposal, ProposalContext
+from abo.exceptions import (
+    AboError,
+    AboWarning,
+    InvalidValueError,
+    SearchSpaceError,
+    StudyNotFoundError,
+    SurrogateFitError,
+)
+from abo.registry import check_strategy, make_strategy
+from abo.space import ParamValue, Space
+from abo.storage import QueuedPoint, Storage, StudyConfig, StudyRecord, open_storage
+from abo.surrogate import NOISE_MODES, FittedModel, fit_gp
+from abo.trial import Trial, TrialState
+
+if TYPE_CHECKING:
+    from abo.executors.base import Executor
+    from abo.loop import OptimizeResult
+
+DIRECTIONS = ("minimize", "maximize")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DUPLICATE_TOL = 1e-6
+MIN_OBSERVATIONS = 2
+
+
+def check_value(value: Any, field: str = "value") -> float:
+    """A finite float from ``value``, or ``InvalidValueError`` naming ``field``."""
+    if isinstance(value, bool) or isinstance(value, str | bytes):
+        raise InvalidValueError(f"{field}: expected a real number, got {value!r}")
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise InvalidValueError(f"{field}: expected one number, got a tensor of {value.shape}")
+        value = value.item()
+    if not isinstance(value, numbers.Real):
+        try:
+            value = float(value)  # numpy scalars and other real-likes
+        except (TypeError, ValueError):
+            raise InvalidValueError(f"{field}: expected a real number, got {value!r}") from None
+    out = float(value)
+    if not math.isfinite(out):
+        raise InvalidValueError(f"{field}: must be finite, got {out!r}")
+    return out
+
+
+def _check_trial_id(trial_id: Any) -> int:
+    if isinstance(trial_id, bool) or not isinstance(trial_id, numbers.Integral):
+        raise AboError(f"trial_id: expected an integer, got {trial_id!r}")
+    return int(trial_id)
+
+
+def _derive_seed(seed: int, counter: int) -> int:
+    return (seed * 1_000_003 + counter * 7919 + 17) % (2**62)
+
+
+class Study:
+    """An optimisation study: ask for trials, tell their values, let the GP propose the next.
+
+    Build one with ``abo.create_study`` or ``abo.load_study``. Methods are safe to call from
+    several threads and several processes sharing the storage.
+    """
+
+    def __init__(self, storage: Storage, record: StudyRecord) -> None:
+        self._storage = storage
+        self._record = record
+        self._strategy = make_strategy(record.strategy, **record.config.strategy_options)
+        self._fit: FittedModel | None = None
+        self._fit_key: tuple[int, ...] | None = None
+        self._lock = threading.RLock()
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._record.name
+
+    @property
+    def space(self) -> Space:
+        return self._record.space
+
+    @property
+    def direction(self) -> str:
+        return self._record.direction
+
+    @property
+    def strategy(self) -> str:
+        return self._record.strategy
+
+    @property
+    def seed(self) -> int:
+        return self._record.seed
+
+    @property
+    def config(self) -> StudyConfig:
+        return self._record.config
+
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def record(self) -> StudyRecord:
+        return self._record
+
+    def __repr__(self) -> str:
+        return (
+            f"Study(name={self.name!r}, strategy={self.strategy!r}, direction={self.direction!r})"
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def trials(self) -> list[Trial]:
+        """Every trial, in id order (snapshots)."""
+        return self._storage.trials(self._record)
+
+    @property
+    def pending(self) -> list[Trial]:
+        """The running trials: the busy points every strategy sees."""
+        return self._storage.trials(self._record, [TrialState.RUNNING])
+
+    @property
+    def best(self) -> Trial | None:
+        """The done trial with the best value (``None`` before the first result)."""
+        done = self._storage.trials(self._record, [TrialState.DONE])
+        if not done:
+            return None
+        pick = min if self.direction == "minimize" else max
+        return pick(done, key=lambda t: (t.value, -t.id) if pick is max else (t.value, t.id))
+
+    def trial(self, trial_id: int) -> Trial:
+        """One trial by id (``TrialNotFoundError`` if unknown)."""
+        return self._storage.trial(self._record, _check_trial_id(trial_id))
+
+    def __len__(self) -> int:
+        return self._storage.count(self._record)
+
+    # -- writing ----------------------------------------------------------------------------
+    def reap(self) -> list[Trial]:
+        """Mark running trials whose lease expired ``lost`` (re-queueing them); return those."""
+        return self._storage.reap(self._record)
+
+    def heartbeat(self, trial_id: int) -> Trial:
+        """Extend a running trial's lease by the study's ``lease_seconds``."""
+        return self._storage.heartbeat(self._record, _check_trial_id(trial_id))
+
+    def tell(
+        self,
+        trial_id: int,
+        value: Any,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        info: Mapping[str, Any] | None = None,
+    ) -> Trial:
+        """Record the objective value of a running trial; committed before it returns.
+
+        Telling the same value again is a no-op; a different value is a ``TrialStateError``.
+        A value for a trial that was already ``lost`` is kept on it but never modelled.
+        ``metadata`` is the user's (stored on the trial); ``info`` is abo's own bookkeeping
+        (worker, timings), merged into ``trial.info`` by the optimisation loop.
+
+        Raises:
+            InvalidValueError: ``value`` is NaN, infinite or not a number (nothing changes).
+            TrialNotFoundError: no such trial.
+            TrialStateError: the trial is finished with a different outcome.
+        """
+        trial_id = _check_trial_id(trial_id)
+        value = check_value(value)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise AboError(f"metadata: expected a dict, got {type(metadata).__name__}")
+        self._storage.reap(self._record)
+        return self._storage.finish(
+            self._record,
+            trial_id,
+            TrialState.DONE,
+            value=value,
+            user=dict(metadata or {}),
+            info=dict(info or {}),
+        )
+
+    def fail(
+        self,
+        trial_id: int,
+        reason: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        info: Mapping[str, Any] | None = None,
+    ) -> Trial:
+        """Mark a running trial ``failed``: its parameters caused the failure."""
+        trial_id = _check_trial_id(trial_id)
+        self._storage.reap(self._record)
+        return self._storage.finish(
+            self._record,
+            trial_id,
+            TrialState.FAILED,
+            reason=str(reason)[:10_000],
+            user=dict(metadata or {}),
+            info=dict(info or {}),
+        )
+
+    def lose(self, trial_id: int, reason: str) -> Trial:
+        """Mark a running trial ``lost`` (the infrastructure failed) and re-queue its params."""
+        return self._storage.mark_lost(self._record, _check_trial_id(trial_id), reason)
+
+    def enqueue(self, params: Mapping[str, Any]) -> None:
+        """Queue parameters to be evaluated next (the next ask hands them out first)."""
+        checked = self.space.validate(params)
+        self._storage.enqueue(self._record, QueuedPoint(checked, info={"strategy": "enqueued"}))
+
+    def add(
+        self, params: Mapping[str, Any], value: Any, metadata: Mapping[str, Any] | None = None
+    ) -> Trial:
+        """Record a known result (a warm start) as a done trial."""
+        checked = self.space.validate(params)
+        value = check_value(value)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise AboError(f"metadata: expected a dict, got {type(metadata).__name__}")
+        return self._storage.add_done(
+            self._record, checked, value, {"strategy": "added"}, dict(metadata or {})
+        )
+
+    # -- asking -----------------------------------------------------------------------------
+    def ask(self, n_workers: int | None = None) -> Trial:
+        """One new running trial (queued points first, then the strategy's proposal)."""
+        return self.ask_batch(1, n_workers=n_workers)[0]
+
+    def ask_batch(self, n: int, n_workers: int | None = None) -> list[Trial]:
+        """``n`` new, distinct running trials; each later one sees the earlier ones as busy.
+
+        Args:
+            n: how many trials to start (``>= 1``).
+            n_workers: how many evaluations the caller runs at once, if known.
+        """
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise AboError(f"n: expected a positive integer, got {n!r}")
+        with self._lock:
+            self._storage.reap(self._record)
+            started = self._storage.start_queued(self._record, int(n), info={})
+            remaining = int(n) - len(started)
+            if remaining > 0:
+                started += self._propose_and_start(remaining, n_workers)
+            return started
+
+    def _utilities(self, trials: Sequence[Trial]) -> Tensor:
+        sign = -1.0 if self.direction == "minimize" else 1.0
+        return torch.tensor([[sign * float(t.value)] for t in trials], dtype=torch.double)
+
+    def _model(self, done: Sequence[Trial], X: Tensor, Y: Tensor) -> FittedModel | None:
+        key = tuple(t.id for t in done)
+        if self._fit is not None and self._fit_key == key:
+            return self._fit
+        try:
+            fitted = fit_gp(X, Y, noise=self.config.noise, previous=self._fit)
+        except SurrogateFitError as exc:
+            warnings.warn(f"{exc}; proposing quasi-random points", AboWarning, stacklevel=3)
+            return None
+        self._fit, self._fit_key = fitted, key
+        return fitted
+
+    def _propose_and_start(self, m: int, n_workers: int | None) -> list[Trial]:
+        trials = self._storage.trials(self._record)
+        done = [t for t in trials if t.state is TrialState.DONE]
+        running = [t for t in trials if t.state is TrialState.RUNNING]
+        space = self.space
+        seed = _derive_seed(self.seed, len(trials))
+        n_initial = self.config.n_initial
+        if n_initial is None:
+            n_initial = max(2, 2 * len(space))
+        seen = sum(1 for t in trials if t.state is not TrialState.LOST and t.attempt == 0)
+        designed = sum(1 for t in trials if t.info.get("strategy") == "sobol")
+        model_ready = len(done) >= MIN_OBSERVATIONS and self._strategy.needs_model
+        n_sobol = m if not model_ready and self._strategy.needs_model else 0
+        n_sobol = max(n_sobol, min(m, max(0, n_initial - seen)))
+
+        X_new: list[Tensor] = []
+        infos: list[dict[str, Any]] = []
+        if n_sobol:
+            engine = SobolEngine(space.dim, scramble=True, seed=self.seed % (2**31))
+            points = engine.draw(designed + n_sobol, dtype=torch.double)[designed:]
+            X_new.append(space.round(points))
+            infos += [{"strategy": "sobol"} for _ in range(n_sobol)]
+        if m - n_sobol:
+            X_done = space.to_unit_batch([t.params for t in done])
+            pending = [space.to_unit_batch([t.params for t in running])] + X_new
+            proposal, extra = self._run_strategy(
+                m - n_sobol, done, X_done, torch.cat(pending), seed, len(trials), n_workers
+            )
+            X_new.append(space.round(proposal.X))
+            infos += [{**info, **extra} for info in proposal.info]
+        X_all = torch.cat(X_new)
+        X_all = self._deduplicate(X_all, trials, seed, infos)
+        params = [space.from_unit(x) for x in X_all]
+        return self._storage.start_trials(self._record, params, infos)
+
+    def _run_strategy(
+        self,
+        m: int,
+        done: Sequence[Trial],
+        X: Tensor,
+        X_pending: Tensor,
+        seed: int,
+        n_trials: int,
+        n_workers: int | None,
+    ) -> tuple[Proposal, dict[str, Any]]:
+        t0 = time.perf_counter()
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            Y = self._utilities(done)
+            fitted = self._model(done, X, Y) if self._strategy.needs_model else None
+            t_fit = time.perf_counter() - t0
+            ctx = ProposalContext(
+                model=fitted.model if fitted else None,
+                X=X,
+                Y=Y,
+                X_pending=X_pending,
+                bounds=self.space.bounds,
+                generator=torch.Generator().manual_seed(seed),
+                round=self.space.round,
+                n_trials=n_trials,
+                n_workers=n_workers,
+            )
+            if self._strategy.needs_model and fitted is None:
+                proposal = Proposal(ctx.uniform(m), [{"strategy": "random", "fallback": True}] * m)
+            else:
+                try:
+                    proposal = self._strategy.propose(ctx, m)
+                except Exception as exc:  # noqa: BLE001 - never crash a study on a proposal
+                    warnings.warn(
+                        f"strategy {self.strategy} failed ({type(exc).__name__}: {exc}); "
+                        "proposing random points",
+                        AboWarning,
+                        stacklevel=3,
+                    )
+                    proposal = Proposal(
+                        ctx.uniform(m), [{"strategy": "random", "fallback": True}] * m
+                    )
+        seconds = time.perf_counter() - t0
+        extra = {
+            "proposal_seconds": round(seconds / m, 6),
+            "fit_seconds": round(t_fit, 6),
+            "n_observations": fitted.n if fitted else len(done),
+        }
+        return proposal, extra
+
+    def _deduplicate(
+        self, X: Tensor, trials: Sequence[Trial], seed: int, infos: list[dict[str, Any]]
+    ) -> Tensor:
+        """Replace proposals that repeat a busy or evaluated point by random valid points."""
+        seen = [t.params for t in trials if t.state is not TrialState.LOST]
+        existing = self.space.to_unit_batch(seen)
+        gen = torch.Generator().manual_seed(seed + 1)
+        out = []
+        for i, x in enumerate(X):
+            ref = torch.cat([existing, *[o.unsqueeze(0) for o in out]])
+            candidate = x
+            for _ in range(100):
+                if ref.shape[0] == 0 or torch.cdist(candidate[None], ref).min() > DUPLICATE_TOL:
+                    break
+                candidate = self.space.round(
+                    torch.rand(1, self.space.dim, generator=gen, dtype=torch.double)
+                )[0]
+                infos[i] = {**infos[i], "deduplicated": True}
+            out.append(candidate)
+        return torch.stack(out)
+
+    # -- running ----------------------------------------------------------------------------
+    def optimize(
+        self,
+        objective: Callable[[dict[str, ParamValue]], Any],
+        n_trials: int,
+        n_workers: int = 4,
+        executor: Executor | None = None,
+        callback: Callable[[Study, Trial], None] | None = None,
+        timeout: float | None = None,
+    ) -> OptimizeResult:
+        """Run ``n_trials`` evaluations asynchronously, keeping ``n_workers`` busy.
+
+        Without ``executor`` a local Dask cluster of ``n_workers`` worker processes is started
+        and closed. A new trial is submitted the moment one finishes, with every running trial
+        as a busy point.
+
+        Args:
+            objective: ``params -> float`` or ``-> {"value": float, ...metadata}``.
+            n_trials: how many trials to finish (done or failed) in this call.
+            n_workers: evaluations in flight at once.
+            executor: where evaluations run (see ``abo.executors``).
+            callback: called with ``(study, trial)`` after each finished trial.
+            timeout: stop submitting after this many seconds.
+        """
+        from abo.loop import run
+
+        return run(
+            self,
+            objective,
+            n_trials=n_trials,
+            n_workers=n_workers,
+            executor=executor,
+            callback=callback,
+            timeout=timeout,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+def _check_name(name: str | None) -> str:
+    if name is None:
+        return f"study-{uuid.uuid4().hex[:8]}"
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise AboError(
+            f"name: {name!r} is not a valid study name (1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit)"
+        )
+    return name
+
+
+def create_study(
+    space: Space | Mapping[str, Any],
+    name: str | None = None,
+    storage: str | Storage | None = None,
+    direction: str = "minimize",
+    strategy: str = "qlognei",
+    seed: int | None = None,
+    *,
+    load_if_exists: bool = False,
+    n_initial: int | None = None,
+    lease_seconds: float = 24 * 3600.0,
+    max_retries: int = 1,
+    noise: str = "auto",
+    strategy_options: Mapping[str, Any] | None = None,
+) -> Study:
+    """Create a study (or resume it with ``load_if_exists=True``).
+
+    Args:
+        space: an ``abo.Space`` (or a dict of parameters).
+        name: unique within the storage; a random one when ``None``.
+        storage: ``sqlite:///file.db``, a PostgreSQL URL, a ``Storage``, or ``None`` (memory).
+        direction: ``"minimize"`` or ``"maximize"``.
+        strategy: a name from ``abo.strategies()``.
+        seed: fixes every random choice; drawn at random (and stored) when ``None``.
+        load_if_exists: resume an existing study of this name instead of failing.
+        n_initial: quasi-random points before the model (default ``2 * len(space)``).
+        lease_seconds: a running trial without a heartbeat for this long is lost.
+        max_retries: how often a lost trial's parameters are retried.
+        noise: ``"auto"`` (learned) or ``"deterministic"`` (interpolate the data).
+        strategy_options: keyword arguments for the strategy.
+
+    Example:
+        >>> import abo
+        >>> s = abo.create_study(abo.Space({"x": abo.Float(0, 1)}), name="doc", seed=1)
+        >>> s.name, s.direction
+        ('doc', 'minimize')
+    """
+    if not isinstance(space, Space):
+        space = Space(space)
+    name = _check_name(name)
+    if direction not in DIRECTIONS:
+        raise AboError(f"direction: expected 'minimize' or 'maximize', got {direction!r}")
+    check_strategy(strategy)
+    if noise not in NOISE_MODES:
+        raise AboError(f"noise: expected one of {', '.join(NOISE_MODES)}, got {noise!r}")
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise AboError(f"seed: expected a non-negative integer, got {seed!r}")
+    if n_initial is not None and (not isinstance(n_initial, int) or n_initial < 1):
+        raise AboError(f"n_initial: expected a positive integer, got {n_initial!r}")
+    if not (isinstance(lease_seconds, int | float) and lease_seconds > 0):
+        raise AboError(f"lease_seconds: expected a positive number, got {lease_seconds!r}")
+    if not isinstance(max_retries, int) or max_retries < 0:
+        raise AboError(f"max_retries: expected a non-negative integer, got {max_retries!r}")
+    config = StudyConfig(
+        n_initial=n_initial,
+        lease_seconds=float(lease_seconds),
+        max_retries=max_retries,
+        noise=noise,
+        strategy_options=dict(strategy_options or {}),
+    )
+    make_strategy(strategy, **config.strategy_options)  # options are checked before storing
+    store = open_storage(storage)
+    if load_if_exists:
+        try:
+            existing = store.load_study(name)
+        except StudyNotFoundError:
+            existing = None
+        if existing is not None:
+            if existing.space != space:
+                raise SearchSpaceError(
+                    f"space: study {name!r} exists with a different space "
+                    f"({existing.space.to_json()})"
+                )
+            if existing.direction != direction:
+                raise AboError(
+                    f"direction: study {name!r} exists with direction {existing.direction!r}"
+                )
+            return Study(store, existing)
+    record = StudyRecord(
+        name=name,
+        space=space,
+        direction=direction,
+        strategy=strategy,
+        seed=int(seed),
+        config=config,
+    )
+    return Study(store, store.create_study(record))
+
+
+def load_study(name: str, storage: str | Storage | None) -> Study:
+    """Load an existing study by name, from any process (``StudyNotFoundError`` if none)."""
+    store = open_storage(storage)
+    return Study(store, store.load_study(name))
