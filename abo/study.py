@@ -250,25 +250,29 @@ class Study:
         )
 
     # -- asking -----------------------------------------------------------------------------
-    def ask(self, n_workers: int | None = None) -> Trial:
+    def ask(self, n_workers: int | None = None, info: Mapping[str, Any] | None = None) -> Trial:
         """One new running trial (queued points first, then the strategy's proposal)."""
-        return self.ask_batch(1, n_workers=n_workers)[0]
+        return self.ask_batch(1, n_workers=n_workers, info=info)[0]
 
-    def ask_batch(self, n: int, n_workers: int | None = None) -> list[Trial]:
+    def ask_batch(
+        self, n: int, n_workers: int | None = None, info: Mapping[str, Any] | None = None
+    ) -> list[Trial]:
         """``n`` new, distinct running trials; each later one sees the earlier ones as busy.
 
         Args:
             n: how many trials to start (``>= 1``).
             n_workers: how many evaluations the caller runs at once, if known.
+            info: merged into each new trial's ``info`` (e.g. the service's ``client_id``).
         """
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise AboError(f"n: expected a positive integer, got {n!r}")
         with self._lock:
             self._storage.reap(self._record)
-            started = self._storage.start_queued(self._record, int(n), info={})
+            extra = dict(info or {})
+            started = self._storage.start_queued(self._record, int(n), info=extra)
             remaining = int(n) - len(started)
             if remaining > 0:
-                started += self._propose_and_start(remaining, n_workers)
+                started += self._propose_and_start(remaining, n_workers, extra)
             return started
 
     def _utilities(self, trials: Sequence[Trial]) -> Tensor:
@@ -287,7 +291,9 @@ class Study:
         self._fit, self._fit_key = fitted, key
         return fitted
 
-    def _propose_and_start(self, m: int, n_workers: int | None) -> list[Trial]:
+    def _propose_and_start(
+        self, m: int, n_workers: int | None, extra: dict[str, Any]
+    ) -> list[Trial]:
         trials = self._storage.trials(self._record)
         done = [t for t in trials if t.state is TrialState.DONE]
         running = [t for t in trials if t.state is TrialState.RUNNING]
@@ -320,7 +326,7 @@ class Study:
         X_all = torch.cat(X_new)
         X_all = self._deduplicate(X_all, trials, seed, infos)
         params = [space.from_unit(x) for x in X_all]
-        return self._storage.start_trials(self._record, params, infos)
+        return self._storage.start_trials(self._record, params, [{**i, **extra} for i in infos])
 
     def _run_strategy(
         self,
