@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,8 @@ ParamValue = float | int | str | bool
 
 
 def _is_real(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    # numbers.Real admits numpy scalars (np.int64, np.float32), which users pass all the time
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,16 @@ class Categorical:
             raise SearchSpaceError(f"Categorical: choices must be distinct, got {list(choices)}")
         object.__setattr__(self, "choices", choices)
 
+    def __eq__(self, other: object) -> bool:
+        # typed: choices 1, 1.0 and True are different (they decode to different values)
+        return isinstance(other, Categorical) and self._typed() == other._typed()
+
+    def __hash__(self) -> int:
+        return hash(self._typed())
+
+    def _typed(self) -> tuple[tuple[str, Choice], ...]:
+        return tuple((type(c).__name__, c) for c in self.choices)
+
     @property
     def width(self) -> int:
         return len(self.choices)
@@ -275,10 +287,10 @@ class Space(Mapping[str, Parameter]):
         return len(self._params)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Space) and self.to_json() == other.to_json()
+        return isinstance(other, Space) and self._params == other._params
 
     def __hash__(self) -> int:
-        return hash(repr(self.to_json()))
+        return hash(frozenset(self._params.items()))
 
     def __repr__(self) -> str:
         return f"Space({self._params!r})"
