@@ -12,7 +12,8 @@
     ├── UnknownStrategyError    a strategy name that is not registered (lists the valid ones)
     ├── StorageError            the storage cannot be opened or written (retry or fix the URL)
     ├── SurrogateFitError       the GP could not be fitted (abo falls back and warns instead)
-    └── TrialFailure            raised by an objective to fail its trial on purpose
+    ├── TrialFailure            raised by an objective to fail its trial on purpose
+    └── FailureRateExceeded     optimize stopped: most evaluations keep failing
 
     AboWarning (UserWarning)    something was degraded but the study goes on
 
@@ -79,3 +80,7 @@ class TrialFailure(AboError):
 
 class AboWarning(UserWarning):
     """Something was degraded (a fallback was taken) but the study goes on."""
+
+
+class FailureRateExceeded(AboError):
+    """Too many evaluations failed: the study stopped instead of burning its budget (exit 3)."""

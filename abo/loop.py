@@ -1,20 +1,41 @@
 """The asynchronous driver: keep every worker busy, tell → ask → submit the moment one returns.
 
-The loop does the I/O (executor, clock); the study decides what to run. It uses only the
-study's public ask/tell surface, so it drives a remote study exactly like a local one.
+The loop does the I/O (executor, clock, signals); the study decides what to run. It uses only
+the study's public ask/tell surface, so it drives a remote study exactly like a local one.
+
+What it promises:
+
+* every worker busy: when a result returns it is told, the next point is asked (all running
+  trials are busy points) and submitted at once;
+* an objective that raises fails its trial (type, message and traceback stored), the loop goes
+  on; a worker that dies makes its trial ``lost`` (retried by the next ask) — unless that trial
+  was already a retry whose parameters killed a worker before: then it is ``failed``;
+* per-trial timeouts (the evaluation is cancelled, the trial failed with reason ``timeout``);
+* a failure-rate guard: over half of at least five finished trials failed → stop, raising
+  ``FailureRateExceeded``;
+* Ctrl-C / SIGTERM: stop submitting, wait up to ``grace`` seconds for running trials, record
+  what finished, mark the rest ``lost`` (a resume retries them) and return with a summary;
+* a resumed study: running trials left by a dead driver on this host are marked ``lost`` at
+  start (their driver process is gone); those of a driver elsewhere expire with their lease,
+  which this loop renews for its own trials by heartbeat.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import socket
+import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from abo.exceptions import AboError, InvalidValueError, TrialFailure
+from abo.exceptions import AboError, FailureRateExceeded, InvalidValueError, TrialFailure
 from abo.executors.base import Executor, Future, LostEvaluation
 from abo.study import check_value
 from abo.trial import Trial, TrialState
@@ -22,17 +43,26 @@ from abo.trial import Trial, TrialState
 if TYPE_CHECKING:
     from abo.study import Study
 
+log = logging.getLogger("abo")
 
-def evaluate(objective: Callable[[dict[str, Any]], Any], params: dict[str, Any]) -> dict[str, Any]:
+
+def evaluate(
+    objective: Callable[..., Any], params: dict[str, Any], trial: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Run the objective on a worker and report what happened (never raises for the objective).
 
-    Returns a dict with ``status`` (``ok``, ``failed`` or ``lost``), ``value`` / ``user`` or
-    ``reason`` / ``traceback``, and the worker-side ``started`` / ``finished`` times and ``worker``.
+    Objectives with ``accepts_trial = True`` (such as ``abo.Command``) also get
+    ``trial={"study", "id", "attempt"}``. Returns a dict with ``status`` (``ok``, ``failed`` or
+    ``lost``), ``value`` / ``user`` or ``reason`` / ``traceback``, and the worker-side
+    ``started`` / ``finished`` times and ``worker``.
     """
     started = time.time()
     report: dict[str, Any] = {"worker": f"{socket.gethostname()}:{os.getpid()}", "started": started}
     try:
-        out = objective(dict(params))
+        if getattr(objective, "accepts_trial", False):
+            out = objective(dict(params), trial=dict(trial or {}))
+        else:
+            out = objective(dict(params))
         if isinstance(out, Mapping):
             if "value" not in out:
                 raise InvalidValueError("value: the objective returned a dict without 'value'")
@@ -42,7 +72,11 @@ def evaluate(objective: Callable[[dict[str, Any]], Any], params: dict[str, Any])
             user = {}
         report.update(status="ok", value=out, user=user)
     except TrialFailure as exc:
-        report.update(status="lost" if exc.retryable else "failed", reason=exc.reason)
+        report.update(
+            status="lost" if exc.retryable else "failed",
+            reason=exc.reason,
+            user=dict(getattr(exc, "metadata", {}) or {}),
+        )
     except Exception as exc:  # noqa: BLE001 - the objective's failure is the trial's, not ours
         report.update(
             status="failed",
@@ -64,6 +98,7 @@ class OptimizeResult:
     elapsed: float = 0.0
     busy_seconds: float = 0.0
     n_workers: int = 0
+    stopped: str | None = None
     trial_ids: list[int] = field(default_factory=list)
 
     @property
@@ -75,97 +110,247 @@ class OptimizeResult:
 
     def summary(self) -> str:
         best = "none" if self.best is None else f"{self.best.value:.6g} (trial {self.best.id})"
+        stopped = f" (stopped: {self.stopped})" if self.stopped else ""
         return (
             f"{self.n_done} done, {self.n_failed} failed, {self.n_lost} lost in "
             f"{self.elapsed:.1f} s on {self.n_workers} workers; utilization "
-            f"{self.utilization:.2f}; best {best}"
+            f"{self.utilization:.2f}; best {best}{stopped}"
         )
 
 
+@dataclass(frozen=True)
+class FailureGuard:
+    """Stop when more than ``max_rate`` of at least ``min_failures`` finished trials failed."""
+
+    max_rate: float = 0.5
+    min_failures: int = 5
+
+    def tripped(self, n_done: int, n_failed: int) -> bool:
+        finished = n_done + n_failed
+        return n_failed >= self.min_failures and n_failed > self.max_rate * finished
+
+
+def driver_tag() -> dict[str, Any]:
+    """Who runs this loop: recorded on each trial it starts, to reclaim them after a crash."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "run": uuid.uuid4().hex[:12]}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reclaim_orphans(study: Study) -> list[Trial]:
+    """Mark ``lost`` the running trials whose driver on this host has died (they re-queue)."""
+    host = socket.gethostname()
+    lost = []
+    for trial in study.pending:
+        driver = trial.info.get("driver") or {}
+        pid = driver.get("pid")
+        if driver.get("host") == host and isinstance(pid, int) and pid != os.getpid():
+            if not _pid_alive(pid):
+                lost.append(study.lose(trial.id, "driver died before the evaluation finished"))
+    return lost
+
+
+class _Stop:
+    """Set by SIGINT/SIGTERM (first: drain; second: stop now) or by the failure guard."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.deadline: float | None = None
+        self.hard = False
+
+    def request(self, reason: str, grace: float) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self.deadline = time.time() + grace
+        else:
+            self.hard = True
+
+
+@contextmanager
+def _signals(stop: _Stop, grace: float) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if stop.reason is not None:
+            stop.hard = True
+            return
+        log.warning("%s: no new trials; waiting up to %.0f s for running ones", name, grace)
+        stop.request(name, grace)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def _record(study: Study, trial: Trial, report: dict[str, Any], result: OptimizeResult) -> Trial:
-    """Tell or fail the trial from a worker's report; return the stored trial."""
+    """Tell, fail or lose the trial from a worker's report; return the stored trial."""
     info = {k: report[k] for k in ("worker", "started", "finished") if k in report}
     if "started" in report and "finished" in report:
         info["eval_seconds"] = report["finished"] - report["started"]
         result.busy_seconds += info["eval_seconds"]
+    user = report.get("user") or None
     status = report["status"]
     if status == "ok":
         try:
             value = check_value(report["value"])
         except InvalidValueError as exc:
-            return study.fail(trial.id, reason=f"invalid value: {exc}", info=info)
-        return study.tell(trial.id, value, report.get("user") or None, info=info)
+            return study.fail(trial.id, reason=f"invalid value: {exc}", metadata=user, info=info)
+        return study.tell(trial.id, value, user, info=info)
     if status == "lost":
         return study.lose(trial.id, report.get("reason", "lost"))
-    reason = report.get("reason", "failed")
     if report.get("traceback"):
         info["traceback"] = report["traceback"]
-    return study.fail(trial.id, reason=reason, info=info)
+    return study.fail(trial.id, reason=report.get("reason", "failed"), metadata=user, info=info)
 
 
 def run(
     study: Study,
-    objective: Callable[[dict[str, Any]], Any],
+    objective: Callable[..., Any],
     n_trials: int,
-    n_workers: int | None = 4,
+    n_workers: int | None = None,
     executor: Executor | None = None,
     callback: Callable[[Study, Trial], None] | None = None,
     timeout: float | None = None,
+    trial_timeout: float | None = None,
+    guard: FailureGuard | None = FailureGuard(),
+    grace: float = 30.0,
 ) -> OptimizeResult:
-    """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``)."""
-    if not isinstance(n_trials, int) or n_trials < 1:
+    """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``).
+
+    Raises:
+        FailureRateExceeded: the failure guard stopped the run (after draining it).
+    """
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
         raise AboError(f"n_trials: expected a positive integer, got {n_trials!r}")
+    if trial_timeout is not None and not trial_timeout > 0:
+        raise AboError(f"trial_timeout: expected a positive number, got {trial_timeout!r}")
     own = executor is None
     if executor is None:
         from abo.executors.dask import DaskExecutor
 
         executor = DaskExecutor(n_workers=n_workers or 4)
     workers = n_workers or executor.n_workers
-    if not isinstance(workers, int) or workers < 1:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise AboError(f"n_workers: expected a positive integer, got {workers!r}")
     result = OptimizeResult(n_workers=workers)
-    inflight: dict[Future, Trial] = {}
+    tag = driver_tag()
+    lease = float(getattr(study.config, "lease_seconds", 3600.0))
+    heartbeat_every = max(0.5, min(60.0, lease / 3))
+    inflight: dict[Future, tuple[Trial, float]] = {}
+    stop = _Stop()
     start = time.time()
+    last_beat = start
     finished = 0
+    reclaimed = reclaim_orphans(study)
+    if reclaimed:
+        log.warning("marked %d trials of a dead driver lost", len(reclaimed))
     try:
-        while True:
-            out_of_time = timeout is not None and time.time() - start > timeout
-            want = min(workers - len(inflight), n_trials - finished - len(inflight))
-            if want > 0 and not out_of_time:
-                for trial in study.ask_batch(want, n_workers=workers):
-                    key = f"abo-{study.name}-{trial.id}-{trial.attempt}"
-                    inflight[executor.submit(evaluate, objective, trial.params, key=key)] = trial
-                    result.trial_ids.append(trial.id)
-            if not inflight:
-                break
-            for future in executor.wait(list(inflight), timeout=1.0):
-                trial = inflight.pop(future)
-                try:
-                    report = executor.outcome(future)
-                except LostEvaluation as exc:
-                    report = {"status": "lost", "reason": str(exc)}
-                stored = _record(study, trial, report, result)
-                if stored.state is TrialState.DONE:
-                    result.n_done += 1
-                    finished += 1
-                elif stored.state is TrialState.FAILED:
-                    result.n_failed += 1
-                    finished += 1
-                elif stored.state is TrialState.LOST:
-                    result.n_lost += 1
-                    if stored.attempt >= study.config.max_retries:
-                        finished += 1  # no retry will follow: it counts against the budget
-                if callback is not None:
-                    callback(study, stored)
+        with _signals(stop, grace):
+            while True:
+                now = time.time()
+                if timeout is not None and now - start > timeout and stop.reason is None:
+                    stop.request("timeout", grace)
+                want = min(workers - len(inflight), n_trials - finished - len(inflight))
+                if want > 0 and stop.reason is None:
+                    for trial in study.ask_batch(want, n_workers=workers, info={"driver": tag}):
+                        future = _submit(executor, study, objective, trial)
+                        inflight[future] = (trial, time.time())
+                        result.trial_ids.append(trial.id)
+                if not inflight:
+                    break
+                if stop.hard or (stop.deadline is not None and time.time() > stop.deadline):
+                    break
+                for future in executor.wait(list(inflight), timeout=0.5):
+                    trial, _ = inflight.pop(future)
+                    stored = _record(study, trial, _outcome(executor, future, trial), result)
+                    finished += _count(study, stored, result, callback)
+                if trial_timeout is not None:
+                    for future, (trial, submitted) in list(inflight.items()):
+                        if time.time() - submitted > trial_timeout:
+                            del inflight[future]
+                            executor.cancel(future)
+                            stored = study.fail(trial.id, reason="timeout")
+                            finished += _count(study, stored, result, callback)
+                if guard is not None and stop.reason is None:
+                    if guard.tripped(result.n_done, result.n_failed):
+                        stop.request("failure rate", grace)
+                if time.time() - last_beat > heartbeat_every:
+                    last_beat = time.time()
+                    for trial, _ in inflight.values():
+                        try:
+                            study.heartbeat(trial.id)
+                        except AboError:
+                            pass
     finally:
         result.elapsed = time.time() - start
-        for future, trial in inflight.items():  # interrupted: the infrastructure gave up
-            future.cancel()
+        for future, (trial, _) in inflight.items():
+            executor.cancel(future)
             try:
-                study.lose(trial.id, "driver stopped before the evaluation finished")
+                stored = study.lose(trial.id, "driver stopped before the evaluation finished")
+                result.n_lost += stored.state is TrialState.LOST
             except AboError:
                 pass
         if own:
             executor.close()
+    result.stopped = stop.reason
     result.best = study.best
+    log.info("%s", result.summary())
+    if stop.reason == "failure rate" and guard is not None:
+        exc = FailureRateExceeded(
+            f"n_failed: {result.n_failed} of {result.n_done + result.n_failed} finished trials "
+            f"failed (more than {guard.max_rate:.0%} of at least {guard.min_failures}); "
+            f"stopped instead of burning the budget. {result.summary()}"
+        )
+        exc.result = result  # type: ignore[attr-defined]
+        raise exc
     return result
+
+
+def _submit(
+    executor: Executor, study: Study, objective: Callable[..., Any], trial: Trial
+) -> Future:
+    """Submit one evaluation under its own key (two equal parameter sets are two runs)."""
+    key = f"abo-{study.name}-{trial.id}-{trial.attempt}"
+    context = {"study": study.name, "id": trial.id, "attempt": trial.attempt}
+    return executor.submit(evaluate, objective, trial.params, context, key=key)
+
+
+def _outcome(executor: Executor, future: Future, trial: Trial) -> dict[str, Any]:
+    """The worker's report, or a ``lost`` one when the infrastructure lost the evaluation."""
+    try:
+        return executor.outcome(future)
+    except LostEvaluation as exc:
+        if exc.worker_died and trial.attempt >= 1:
+            # its parameters killed a worker on an earlier attempt too: blame them
+            return {"status": "failed", "reason": f"killed its worker again: {exc}"}
+        return {"status": "lost", "reason": str(exc)}
+
+
+def _count(study: Study, stored: Trial, result: OptimizeResult, callback: Callable | None) -> int:
+    """Tally a finished trial; 1 if it counts against the budget (a retried loss does not)."""
+    counts = 1
+    if stored.state is TrialState.DONE:
+        result.n_done += 1
+    elif stored.state is TrialState.FAILED:
+        result.n_failed += 1
+    elif stored.state is TrialState.LOST:
+        result.n_lost += 1
+        retries = int(getattr(study.config, "max_retries", 0))
+        counts = int(stored.attempt >= retries)  # no retry follows: it uses up budget
+    if callback is not None:
+        callback(study, stored)
+    return counts

@@ -42,7 +42,7 @@ from abo.exceptions import (
     SurrogateFitError,
 )
 from abo.registry import check_strategy, make_strategy
-from abo.space import ParamValue, Space
+from abo.space import Space
 from abo.storage import QueuedPoint, Storage, StudyConfig, StudyRecord, open_storage
 from abo.surrogate import NOISE_MODES, FittedModel, fit_gp
 from abo.trial import Trial, TrialState
@@ -402,29 +402,35 @@ class Study:
     # -- running ----------------------------------------------------------------------------
     def optimize(
         self,
-        objective: Callable[[dict[str, ParamValue]], Any],
+        objective: Callable[..., Any],
         n_trials: int,
-        n_workers: int = 4,
+        n_workers: int | None = 4,
         executor: Executor | None = None,
         callback: Callable[[Study, Trial], None] | None = None,
         timeout: float | None = None,
+        **options: Any,
     ) -> OptimizeResult:
         """Run ``n_trials`` evaluations asynchronously, keeping ``n_workers`` busy.
 
         Without ``executor`` a local Dask cluster of ``n_workers`` worker processes is started
         and closed. A new trial is submitted the moment one finishes, with every running trial
-        as a busy point.
+        as a busy point. See ``abo.loop.run`` for the fault handling.
 
         Args:
-            objective: ``params -> float`` or ``-> {"value": float, ...metadata}``.
+            objective: ``params -> float`` or ``-> {"value": float, ...metadata}``, or an
+                ``abo.Command``.
             n_trials: how many trials to finish (done or failed) in this call.
-            n_workers: evaluations in flight at once.
+            n_workers: evaluations in flight at once (default: the executor's workers).
             executor: where evaluations run (see ``abo.executors``).
             callback: called with ``(study, trial)`` after each finished trial.
             timeout: stop submitting after this many seconds.
+            **options: ``trial_timeout``, ``guard`` (``abo.loop.FailureGuard`` or ``None``),
+                ``grace`` (seconds to wait for running trials when stopped).
         """
         from abo.loop import run
 
+        if executor is not None and n_workers == 4:
+            n_workers = None  # the executor knows its size
         return run(
             self,
             objective,
@@ -433,6 +439,7 @@ class Study:
             executor=executor,
             callback=callback,
             timeout=timeout,
+            **options,
         )
 
 

@@ -13,7 +13,15 @@ from typing import Any, Protocol, runtime_checkable
 
 
 class LostEvaluation(Exception):
-    """The infrastructure lost an evaluation (worker died, job cancelled): not the params' fault."""
+    """The infrastructure lost an evaluation (worker died, job cancelled): not the params' fault.
+
+    ``worker_died`` is true when a worker process died while running it: a retry that kills
+    its worker again is blamed on the parameters.
+    """
+
+    def __init__(self, message: str, worker_died: bool = False) -> None:
+        super().__init__(message)
+        self.worker_died = worker_died
 
 
 @runtime_checkable
@@ -41,6 +49,10 @@ class Executor(Protocol):
 
     def outcome(self, future: Future) -> Any:
         """The future's result; ``LostEvaluation`` when the infrastructure lost it."""
+        ...
+
+    def cancel(self, future: Future) -> None:
+        """Stop an evaluation (a running one too, where the backend can)."""
         ...
 
     def close(self) -> None:

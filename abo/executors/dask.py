@@ -1,15 +1,22 @@
 """``DaskExecutor``: evaluations on a Dask cluster (a LocalCluster of worker processes by default).
 
 Every submission carries its own key (``abo-<study>-<trial>-<attempt>``, never ``pure``), so two
-trials with equal parameters are two evaluations. The scheduler blames a task after one worker
-death (``allowed-failures = 1``), so an objective that kills its worker fails its trial quickly
-instead of taking three workers with it.
+trials with equal parameters are two evaluations. Clusters abo starts blame a task on the first
+worker death (``allowed-failures = 0``): the trial is ``lost`` and retried by the loop under a
+new key, and a retry that kills its worker again is ``failed`` — so an objective that kills
+every worker it touches costs two worker deaths, not Dask's default four.
+
+Example:
+    >>> with DaskExecutor(n_workers=2) as ex:  # doctest: +SKIP
+    ...     ex.outcome(ex.submit(pow, 2, 3, key="k"))
+    8
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
+from concurrent.futures import CancelledError
 from typing import Any
 
 import dask
@@ -18,6 +25,11 @@ from distributed.client import FutureCancelledError
 from distributed.scheduler import KilledWorker
 
 from abo.executors.base import Future, LostEvaluation
+
+ABO_DASK_CONFIG = {
+    "distributed.scheduler.allowed-failures": 0,
+    "distributed.scheduler.worker-ttl": "60s",
+}
 
 
 class DaskExecutor:
@@ -28,9 +40,6 @@ class DaskExecutor:
         threads_per_worker: threads per worker process.
         address: a running scheduler (``tcp://host:8786``) to connect to instead.
         client: a ``distributed.Client`` the caller built (not closed by ``close``).
-
-    Example:
-        >>> ex = DaskExecutor(n_workers=2)  # doctest: +SKIP
     """
 
     def __init__(
@@ -40,14 +49,16 @@ class DaskExecutor:
         address: str | None = None,
         client: Client | None = None,
     ) -> None:
-        self._cluster: LocalCluster | None = None
+        if not isinstance(n_workers, int) or n_workers < 1:
+            raise ValueError(f"n_workers: expected a positive integer, got {n_workers!r}")
+        self._cluster: Any = None
         self._own_client = client is None
         if client is not None:
             self.client = client
         elif address is not None:
-            self.client = Client(address)
+            self.client = Client(address, timeout="30s")
         else:
-            with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+            with dask.config.set(ABO_DASK_CONFIG):
                 self._cluster = LocalCluster(
                     n_workers=n_workers,
                     threads_per_worker=threads_per_worker,
@@ -58,16 +69,13 @@ class DaskExecutor:
                 )
             self.client = Client(self._cluster)
         if client is not None or address is not None:
-            n_workers = max(
-                1,
-                sum(w.get("nthreads", 1) for w in self.client.scheduler_info()["workers"].values()),
-            )
+            info = self.client.scheduler_info()["workers"].values()
+            self.n_workers = max(1, sum(w.get("nthreads", 1) for w in info))
         else:
-            n_workers = n_workers * threads_per_worker
-        self.n_workers = n_workers
+            self.n_workers = n_workers * threads_per_worker
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str) -> Future:
-        return self.client.submit(fn, *args, key=key, pure=False)
+        return self.client.submit(fn, *args, key=key, pure=False, retries=0)
 
     def wait(self, futures: Collection[Future], timeout: float | None) -> set[Future]:
         try:
@@ -80,9 +88,27 @@ class DaskExecutor:
         try:
             return future.result()
         except KilledWorker as exc:
-            raise LostEvaluation(f"worker died: {exc}") from exc
-        except FutureCancelledError as exc:
+            raise LostEvaluation(f"worker died: {exc}", worker_died=True) from exc
+        except (FutureCancelledError, CancelledError) as exc:
             raise LostEvaluation(f"cancelled: {exc}") from exc
+        except (OSError, TimeoutError) as exc:  # the scheduler went away
+            raise LostEvaluation(f"scheduler connection lost: {exc}") from exc
+
+    def cancel(self, future: Future) -> None:
+        """Cancel the evaluation; if a worker is already running it, restart that worker."""
+        key = getattr(future, "key", None)
+        busy = []
+        try:
+            processing = self.client.processing()
+            busy = [addr for addr, keys in processing.items() if key in keys]
+        except Exception:  # noqa: BLE001 - best effort: the scheduler may be gone
+            pass
+        future.cancel()
+        if busy:
+            try:
+                self.client.restart_workers(busy, timeout=30, raise_for_error=False)
+            except Exception:  # noqa: BLE001 - no nanny (remote workers): the task runs out
+                pass
 
     def close(self) -> None:
         if self._own_client:

@@ -1,4 +1,8 @@
-"""``ThreadExecutor``: evaluations on threads of this process, for cheap objectives and tests."""
+"""``ThreadExecutor``: evaluations on threads of this process, for cheap objectives and tests.
+
+Threads cannot be killed: a timed-out or cancelled evaluation that is already running finishes
+in the background (its result is ignored). Use ``DaskExecutor`` when that matters.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,10 @@ class ThreadExecutor:
             return future.result()
         except cf.CancelledError as exc:
             raise LostEvaluation("cancelled") from exc
+
+    def cancel(self, future: Future) -> None:
+        """Cancel a queued evaluation; a running thread cannot be stopped and runs out."""
+        future.cancel()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
