@@ -1,0 +1,462 @@
+"""Study API: ask/tell/fail/enqueue/add, bad input that changes nothing, leases, determinism."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import abo
+from abo import (
+    AboError,
+    Categorical,
+    Float,
+    Int,
+    InvalidValueError,
+    SearchSpaceError,
+    Space,
+    StorageError,
+    StudyNotFoundError,
+    TrialNotFoundError,
+    TrialState,
+    TrialStateError,
+    UnknownStrategyError,
+)
+
+SPACE = Space({"x": Float(-2.0, 2.0), "k": Int(1, 5), "c": Categorical(["a", "b", "c"])})
+MIXED = Space(
+    {
+        "lr": Float(1e-5, 1e-1, log=True),
+        "layers": Int(1, 8),
+        "width": Int(4, 512, log=True),
+        "opt": Categorical(["sgd", "adam", "rmsprop"]),
+    }
+)
+# a small acquisition budget keeps the model phase fast; the strategy is still qlognei
+FAST = {"mc_samples": 32, "raw_samples": 64, "num_restarts": 2}
+
+
+def objective(p: dict[str, Any]) -> float:
+    return (p["x"] - 0.5) ** 2 + 0.1 * p["k"] + {"a": 0.0, "b": 0.3, "c": 0.6}[p["c"]]
+
+
+def mixed_objective(p: dict[str, Any]) -> float:
+    opt = {"sgd": 0.3, "adam": 0.0, "rmsprop": 0.1}[p["opt"]]
+    return abs(math.log10(p["lr"]) + 3) + abs(p["layers"] - 3) / 10 + opt + p["width"] / 512
+
+
+def snapshot(study: abo.Study) -> tuple:
+    """Everything the storage holds for a study, to show that bad input changed nothing."""
+    fresh = abo.load_study(study.name, storage=study.storage)
+    return (
+        [t.to_dict() for t in fresh.trials],
+        [q.__dict__ for q in fresh.storage.queued(fresh.record)],
+        len(fresh),
+    )
+
+
+@pytest.fixture()
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'study.db'}"
+
+
+@pytest.fixture()
+def study(sqlite_url: str) -> abo.Study:
+    """A SQLite study with one done, one failed and one running trial."""
+    s = abo.create_study(SPACE, name="s", storage=sqlite_url, strategy="random", seed=0)
+    done, failed, _running = s.ask_batch(3)
+    s.tell(done.id, 1.25)
+    s.fail(failed.id, "diverged")
+    return s
+
+
+# -- create / load ---------------------------------------------------------------------------
+def test_create_then_load_from_the_same_url(sqlite_url: str) -> None:
+    s = abo.create_study(SPACE, name="tune", storage=sqlite_url, strategy="random", seed=3)
+    t = s.ask()
+    s.tell(t.id, 0.5)
+    loaded = abo.load_study("tune", storage=sqlite_url)
+    assert loaded.space == SPACE and loaded.seed == 3 and loaded.strategy == "random"
+    assert [(x.id, x.state, x.value, x.params) for x in loaded.trials] == [
+        (t.id, TrialState.DONE, 0.5, t.params)
+    ]
+
+
+def test_create_twice_needs_load_if_exists(sqlite_url: str) -> None:
+    s = abo.create_study(SPACE, name="tune", storage=sqlite_url, strategy="random", seed=3)
+    s.tell(s.ask().id, 0.5)
+    with pytest.raises(abo.DuplicatedStudyError, match="name"):
+        abo.create_study(SPACE, name="tune", storage=sqlite_url, strategy="random")
+    resumed = abo.create_study(
+        SPACE, name="tune", storage=sqlite_url, strategy="random", load_if_exists=True
+    )
+    assert len(resumed) == 1 and resumed.seed == 3
+    other = Space({**SPACE, "x": Float(-3.0, 2.0)})
+    with pytest.raises(SearchSpaceError, match="space"):
+        abo.create_study(other, name="tune", storage=sqlite_url, load_if_exists=True)
+    with pytest.raises(SearchSpaceError, match="space"):
+        abo.create_study(
+            {"x": Float(-2.0, 2.0)}, name="tune", storage=sqlite_url, load_if_exists=True
+        )
+    assert len(abo.load_study("tune", storage=sqlite_url)) == 1
+
+
+def test_missing_study_raises_study_not_found(sqlite_url: str) -> None:
+    abo.create_study(SPACE, name="there", storage=sqlite_url)
+    with pytest.raises(StudyNotFoundError, match="nope") as info:
+        abo.load_study("nope", storage=sqlite_url)
+    assert "there" in str(info.value)  # lists what exists
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:////definitely/not/a/folder/abo.db",
+        "garbage",
+        "nosuchdialect://host/db",
+        "postgresql://postgres@127.0.0.1:1/test",
+    ],
+)
+def test_unopenable_storage_raises_storage_error(url: str) -> None:
+    with pytest.raises(StorageError, match="storage"):
+        abo.create_study(SPACE, storage=url)
+    with pytest.raises(StorageError, match="storage"):
+        abo.load_study("x", storage=url)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"direction": "up"}, "direction"),
+        ({"name": "bad name!"}, "name"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 1.5}, "seed"),
+        ({"n_initial": 0}, "n_initial"),
+        ({"lease_seconds": 0}, "lease_seconds"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"noise": "loud"}, "noise"),
+    ],
+)
+def test_bad_create_arguments_name_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(AboError) as info:
+        abo.create_study(SPACE, **kwargs)
+    assert str(info.value).startswith(f"{field}:")
+
+
+def test_unknown_strategy_lists_the_valid_ones() -> None:
+    with pytest.raises(UnknownStrategyError) as info:
+        abo.create_study(SPACE, strategy="bogus")
+    message = str(info.value)
+    assert message.startswith("strategy:") and "bogus" in message
+    for name in abo.strategies():
+        assert name in message
+    with pytest.raises(UnknownStrategyError, match="strategy_options"):
+        abo.create_study(SPACE, strategy="random", strategy_options={"nope": 1})
+
+
+# -- ask / tell / fail -------------------------------------------------------------------------
+def test_ask_returns_a_running_trial_with_decoded_params() -> None:
+    s = abo.create_study(SPACE, strategy="random", seed=1)
+    before = time.time()
+    t = s.ask()
+    assert t.state is TrialState.RUNNING and t.id == 1 and t.value is None
+    assert SPACE.validate(t.params) == t.params
+    assert type(t.params["k"]) is int and t.params["c"] in ("a", "b", "c")
+    assert t.lease_expires_at is not None and t.lease_expires_at > before + 3600
+    assert [p.id for p in s.pending] == [t.id]
+
+
+def test_ask_batch_gives_distinct_running_trials() -> None:
+    s = abo.create_study(SPACE, strategy="random", seed=1)
+    batch = s.ask_batch(4)
+    assert len(batch) == 4
+    assert [t.id for t in batch] == [1, 2, 3, 4]
+    assert all(t.state is TrialState.RUNNING for t in batch)
+    assert len({tuple(sorted(t.params.items())) for t in batch}) == 4
+    assert len(s.pending) == 4 and len(s) == 4
+
+
+def test_tell_and_fail_finish_trials_and_best_follows_direction() -> None:
+    for direction, expected in (("minimize", -1.0), ("maximize", 7.0)):
+        s = abo.create_study(SPACE, strategy="random", seed=2, direction=direction)
+        a, b, c, d = s.ask_batch(4)
+        assert s.best is None
+        told = s.tell(a.id, 3.0, metadata={"epoch": 4})
+        assert told.state is TrialState.DONE and told.value == 3.0 and told.user == {"epoch": 4}
+        s.tell(b.id, -1.0)
+        s.tell(c.id, 7.0)
+        failed = s.fail(d.id, "diverged")
+        assert failed.state is TrialState.FAILED and failed.reason == "diverged"
+        assert s.best is not None and s.best.value == expected
+        assert s.pending == []
+        assert [t.state for t in s.trials] == [TrialState.DONE] * 3 + [TrialState.FAILED]
+        assert len(s) == 4
+
+
+def test_tell_accepts_numpy_and_tensor_scalars() -> None:
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    s = abo.create_study(SPACE, strategy="random", seed=2)
+    a, b = s.ask_batch(2)
+    assert s.tell(a.id, np.float32(0.5)).value == 0.5
+    assert s.tell(b.id, torch.tensor(2.0)).value == 2.0
+
+
+def test_enqueued_params_come_back_from_the_next_ask() -> None:
+    s = abo.create_study(SPACE, strategy="random", seed=4)
+    first = {"x": 0.25, "k": 3, "c": "b"}
+    second = {"x": -1, "k": 5.0, "c": "a"}
+    s.enqueue(first)
+    s.enqueue(second)
+    a = s.ask()
+    assert a.params == first and a.info["strategy"] == "enqueued"
+    b, c = s.ask_batch(2)
+    assert b.params == {"x": -1.0, "k": 5, "c": "a"}
+    assert type(b.params["x"]) is float and type(b.params["k"]) is int
+    assert c.info["strategy"] != "enqueued"
+
+
+def test_added_results_are_done_trials_the_model_uses() -> None:
+    s = abo.create_study(SPACE, seed=5, n_initial=2, strategy_options=FAST)
+    a = s.add({"x": 0.5, "k": 1, "c": "a"}, 0.1, metadata={"source": "paper"})
+    s.add({"x": -2.0, "k": 5, "c": "c"}, 5.0)
+    assert a.state is TrialState.DONE and a.value == 0.1 and a.user == {"source": "paper"}
+    assert a.info["strategy"] == "added"
+    t = s.ask()  # two observations and n_initial=2 reached: the GP proposes this one
+    assert t.info["strategy"] == "qlognei"
+    assert t.info["n_observations"] == 2
+    assert s.best is not None and s.best.id == a.id
+
+
+# -- bad input changes nothing ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (math.nan, "finite"),
+        (math.inf, "finite"),
+        (-math.inf, "finite"),
+        ("0.3", "real number"),
+        (None, "real number"),
+        ([0.3], "real number"),
+        (True, "real number"),
+    ],
+)
+def test_tell_with_a_bad_value_changes_nothing(study: abo.Study, value: Any, reason: str) -> None:
+    running = study.pending[0]
+    before = snapshot(study)
+    with pytest.raises(InvalidValueError) as info:
+        study.tell(running.id, value)
+    assert str(info.value).startswith("value:") and reason in str(info.value)
+    assert snapshot(study) == before
+
+
+@pytest.mark.parametrize("call", ["tell", "fail", "heartbeat"])
+def test_unknown_trial_id_changes_nothing(study: abo.Study, call: str) -> None:
+    before = snapshot(study)
+    args = (99, 1.0) if call == "tell" else (99,)
+    with pytest.raises(TrialNotFoundError) as info:
+        getattr(study, call)(*args)
+    assert str(info.value).startswith("trial_id:") and "99" in str(info.value)
+    with pytest.raises(AboError, match="trial_id"):
+        study.tell("1", 1.0)
+    assert snapshot(study) == before
+
+
+def test_second_tell_same_value_is_a_no_op_different_is_an_error(study: abo.Study) -> None:
+    done = study.trials[0]
+    before = snapshot(study)
+    again = study.tell(done.id, 1.25)
+    assert again == done
+    assert snapshot(study) == before
+    with pytest.raises(TrialStateError) as info:
+        study.tell(done.id, 2.0)
+    assert str(info.value).startswith("value:") and "1.25" in str(info.value)
+    assert snapshot(study) == before
+
+
+def test_fail_after_done_and_tell_after_failed_are_refused(study: abo.Study) -> None:
+    done, failed = study.trials[0], study.trials[1]
+    before = snapshot(study)
+    with pytest.raises(TrialStateError, match="trial_id: trial 1 is already done"):
+        study.fail(done.id, "oops")
+    with pytest.raises(TrialStateError, match="trial_id: trial 2 is already failed"):
+        study.tell(failed.id, 1.0)
+    assert study.fail(failed.id, "diverged") == failed  # an identical repeat
+    assert snapshot(study) == before
+
+
+GOOD = {"x": 0.0, "k": 2, "c": "a"}
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "reason"),
+    [
+        ({"x": 0.0, "k": 2}, "c", "missing"),
+        ({**GOOD, "y": 1.0}, "y", "unknown"),
+        ({**GOOD, "x": 2.5}, "x", "outside"),
+        ({**GOOD, "k": 0}, "k", "outside"),
+        ({**GOOD, "x": "0.3"}, "x", "real number"),
+        ({**GOOD, "x": True}, "x", "real number"),
+        ({**GOOD, "k": 2.5}, "k", "integer"),
+        ({**GOOD, "c": "d"}, "c", "not one of"),
+        ({**GOOD, "x": math.nan}, "x", "finite"),
+    ],
+)
+@pytest.mark.parametrize("call", ["enqueue", "add"])
+def test_enqueue_and_add_with_bad_params_change_nothing(
+    study: abo.Study, call: str, params: dict, field: str, reason: str
+) -> None:
+    before = snapshot(study)
+    with pytest.raises(SearchSpaceError) as info:
+        if call == "enqueue":
+            study.enqueue(params)
+        else:
+            study.add(params, 1.0)
+    assert str(info.value).startswith(f"{field}:") and reason in str(info.value)
+    assert snapshot(study) == before
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, "1", None])
+def test_add_with_a_bad_value_changes_nothing(study: abo.Study, value: Any) -> None:
+    before = snapshot(study)
+    with pytest.raises(InvalidValueError, match="^value:"):
+        study.add(GOOD, value)
+    assert snapshot(study) == before
+
+
+@pytest.mark.parametrize("n", [0, -1, 1.5, "2", True])
+def test_ask_batch_with_bad_n_changes_nothing(study: abo.Study, n: Any) -> None:
+    before = snapshot(study)
+    with pytest.raises(AboError, match="^n:"):
+        study.ask_batch(n)
+    assert snapshot(study) == before
+
+
+# -- leases ------------------------------------------------------------------------------------
+LEASE = 0.5
+
+
+def lease_study(url: str, **kwargs: Any) -> abo.Study:
+    return abo.create_study(
+        SPACE, storage=url, strategy="random", seed=7, lease_seconds=LEASE, **kwargs
+    )
+
+
+def test_expired_lease_is_lost_on_the_next_ask_and_retried(storage_url: str) -> None:
+    s = lease_study(storage_url)
+    t = s.ask()
+    time.sleep(LEASE + 0.2)
+    retry = s.ask()
+    lost = s.trial(t.id)
+    assert lost.state is TrialState.LOST and lost.reason == "lease expired"
+    assert retry.id == t.id + 1 and retry.state is TrialState.RUNNING
+    assert retry.retry_of == t.id and retry.attempt == 1 and retry.params == t.params
+    assert s.reap() == []  # lost exactly once
+
+
+def test_expired_lease_is_lost_on_the_next_tell_and_retried(storage_url: str) -> None:
+    s = lease_study(storage_url)
+    stale, fresh = s.ask_batch(2)
+    time.sleep(0.3)
+    s.heartbeat(fresh.id)
+    time.sleep(0.3)  # stale's lease expired, fresh's not
+    assert s.tell(fresh.id, 1.0).state is TrialState.DONE
+    assert s.trial(stale.id).state is TrialState.LOST
+    queue = s.storage.queued(s.record)
+    assert [(q.params, q.retry_of, q.attempt) for q in queue] == [(stale.params, stale.id, 1)]
+    retry = s.ask()
+    assert (retry.params, retry.retry_of, retry.attempt) == (stale.params, stale.id, 1)
+
+
+def test_heartbeat_keeps_a_trial_alive_past_its_first_expiry(storage_url: str) -> None:
+    s = lease_study(storage_url)
+    t = s.ask()
+    first_expiry = t.lease_expires_at
+    deadline = time.time() + 2.5 * LEASE
+    while time.time() < deadline:
+        time.sleep(LEASE / 3)
+        beat = s.heartbeat(t.id)
+    assert beat.lease_expires_at > first_expiry + LEASE
+    nxt = s.ask()
+    assert s.trial(t.id).state is TrialState.RUNNING
+    assert nxt.retry_of is None and nxt.attempt == 0
+    assert s.tell(t.id, 2.0).state is TrialState.DONE
+
+
+def test_a_second_loss_is_not_requeued_after_max_retries(storage_url: str) -> None:
+    s = lease_study(storage_url, max_retries=1)
+    t = s.ask()
+    time.sleep(LEASE + 0.2)
+    retry = s.ask()
+    assert retry.retry_of == t.id and retry.attempt == 1
+    time.sleep(LEASE + 0.2)
+    third = s.ask()
+    assert s.trial(retry.id).state is TrialState.LOST
+    assert third.retry_of is None and third.attempt == 0
+    assert s.storage.queued(s.record) == []
+    assert sum(1 for x in s.trials if x.retry_of is not None) == 1
+
+
+def test_a_late_tell_on_a_lost_trial_keeps_it_lost_and_out_of_best(storage_url: str) -> None:
+    s = lease_study(storage_url, direction="minimize")
+    t = s.ask()
+    time.sleep(LEASE + 0.2)
+    retry = s.ask()
+    late = s.tell(t.id, -100.0)  # would be the best value by far
+    assert late.state is TrialState.LOST
+    assert s.tell(t.id, -100.0).state is TrialState.LOST  # repeat: no-op
+    with pytest.raises(TrialStateError):
+        s.tell(t.id, -50.0)
+    s.tell(retry.id, 3.0)
+    assert s.best is not None and s.best.id == retry.id and s.best.value == 3.0
+    assert [x.id for x in s.storage.trials(s.record, [TrialState.DONE])] == [retry.id]
+
+
+# -- reproducibility and decoding through the whole study ---------------------------------
+def run_study(space: Space, seed: int, n: int, f, **kwargs: Any) -> list[abo.Trial]:
+    s = abo.create_study(space, seed=seed, strategy_options=FAST, **kwargs)
+    out = []
+    for i in range(n):
+        if i % 4 == 3:
+            batch = s.ask_batch(2)
+        else:
+            batch = [s.ask()]
+        for t in batch:
+            s.tell(t.id, f(t.params))
+        out += batch
+    return out
+
+
+REPRO_SPACE = Space(
+    {"x": Float(-2.0, 2.0), "k": Int(1, 5, log=True), "c": Categorical(["a", "b", "c"])}
+)
+
+
+@pytest.mark.slow
+def test_same_seed_same_proposals_through_the_model_phase() -> None:
+    a = run_study(REPRO_SPACE, 11, 7, objective, n_initial=3)
+    b = run_study(REPRO_SPACE, 11, 7, objective, n_initial=3)
+    assert len(a) == 8
+    assert sum(t.info["strategy"] == "qlognei" for t in a) >= 5  # well past n_initial
+    assert [t.params for t in a] == [t.params for t in b]
+    assert [t.info["strategy"] for t in a] == [t.info["strategy"] for t in b]
+    c = run_study(REPRO_SPACE, 12, 3, objective, n_initial=3)
+    assert [t.params for t in c] != [t.params for t in a[: len(c)]]
+
+
+@pytest.mark.slow
+def test_mixed_space_decodes_to_valid_values_in_both_phases() -> None:
+    trials = run_study(MIXED, 3, 7, mixed_objective, n_initial=4)
+    phases = {t.info["strategy"] for t in trials}
+    assert {"sobol", "qlognei"} <= phases
+    for t in trials:
+        p = t.params
+        assert MIXED.validate(p) == p
+        assert type(p["layers"]) is int and 1 <= p["layers"] <= 8
+        assert type(p["width"]) is int and 4 <= p["width"] <= 512
+        assert type(p["lr"]) is float and 1e-5 <= p["lr"] <= 1e-1
+        assert p["opt"] in ("sgd", "adam", "rmsprop")
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials)
