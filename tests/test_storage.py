@@ -1,0 +1,231 @@
+"""The storage contract, on a SQLite file and on PostgreSQL (``storage_url``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from abo import Float, Int, Space, StorageError, StudyNotFoundError, TrialState, TrialStateError
+from abo.exceptions import DuplicatedStudyError, TrialNotFoundError
+from abo.storage import SCHEMA_VERSION, QueuedPoint, SQLStorage, StudyConfig, StudyRecord
+
+SPACE = Space({"x": Float(0.0, 1.0), "n": Int(1, 9)})
+
+
+def record(name: str = "s", **config: object) -> StudyRecord:
+    return StudyRecord(
+        name=name,
+        space=SPACE,
+        direction="minimize",
+        strategy="random",
+        seed=1,
+        config=StudyConfig(**config),  # type: ignore[arg-type]
+    )
+
+
+def points(k: int, offset: int = 0) -> list[dict]:
+    return [{"x": (i + offset) / 100, "n": 1 + (i + offset) % 9} for i in range(k)]
+
+
+@pytest.fixture()
+def store(storage_url: str) -> SQLStorage:
+    s = SQLStorage(storage_url)
+    yield s
+    s.dispose()
+
+
+def test_study_records_round_trip(store: SQLStorage, storage_url: str) -> None:
+    created = store.create_study(record("a", n_initial=5, max_retries=3, noise="deterministic"))
+    assert created.id > 0 and created.created_at > 0
+    other = SQLStorage(storage_url)
+    loaded = other.load_study("a")
+    assert loaded == created
+    assert loaded.config.n_initial == 5 and loaded.config.noise == "deterministic"
+    with pytest.raises(DuplicatedStudyError, match="name"):
+        store.create_study(record("a"))
+    assert [s.name for s in other.list_studies()] == ["a"]
+    other.dispose()
+
+
+def test_ids_are_one_to_n_without_gaps(store: SQLStorage) -> None:
+    study = store.create_study(record())
+    store.start_trials(study, points(3), [{}] * 3)
+    store.add_done(study, points(1, 50)[0], 0.5, {}, {})
+    store.enqueue(study, QueuedPoint(points(1, 60)[0]))
+    store.enqueue(study, QueuedPoint(points(1, 61)[0]))
+    queued = store.start_queued(study, 5, {})
+    assert [t.params for t in queued] == [points(1, 60)[0], points(1, 61)[0]]
+    with pytest.raises(TrialNotFoundError):
+        store.finish(study, 42, TrialState.DONE, value=1.0)  # a rolled-back write takes no id
+    store.start_trials(study, points(2, 70), [{}] * 2)
+    assert [t.id for t in store.trials(study)] == list(range(1, 9))
+    assert store.count(study) == 8
+
+
+def test_ids_stay_gap_free_under_threads(store: SQLStorage) -> None:
+    study = store.create_study(record())
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(8):
+                store.start_trials(study, points(1, 10 * k + i), [{"thread": k}])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert [t.id for t in store.trials(study)] == list(range(1, 33))
+
+
+def test_each_study_numbers_its_own_trials(store: SQLStorage) -> None:
+    a = store.create_study(record("a"))
+    b = store.create_study(record("b"))
+    store.start_trials(a, points(2), [{}] * 2)
+    store.start_trials(b, points(3), [{}] * 3)
+    assert [t.id for t in store.trials(a)] == [1, 2]
+    assert [t.id for t in store.trials(b)] == [1, 2, 3]
+
+
+def test_tells_are_visible_from_a_second_storage_on_the_same_url(
+    store: SQLStorage, storage_url: str
+) -> None:
+    study = store.create_study(record())
+    t1, t2 = store.start_trials(study, points(2), [{}] * 2)
+    other = SQLStorage(storage_url)
+    seen = other.load_study("s")
+    assert [t.state for t in other.trials(seen)] == [TrialState.RUNNING] * 2
+    store.finish(study, t1.id, TrialState.DONE, value=0.25, user={"k": 1}, info={"w": "a"})
+    got = other.trial(seen, t1.id)
+    assert got.state is TrialState.DONE and got.value == 0.25
+    assert got.user == {"k": 1} and got.info == {"w": "a"}
+    other.finish(seen, t2.id, TrialState.FAILED, reason="boom")
+    assert store.trial(study, t2.id).reason == "boom"
+    other.dispose()
+
+
+def test_finish_is_idempotent_for_an_identical_repeat(store: SQLStorage) -> None:
+    study = store.create_study(record())
+    (t,) = store.start_trials(study, points(1), [{}])
+    first = store.finish(study, t.id, TrialState.DONE, value=1.5)
+    assert store.finish(study, t.id, TrialState.DONE, value=1.5) == first
+    with pytest.raises(TrialStateError, match="value"):
+        store.finish(study, t.id, TrialState.DONE, value=2.5)
+    with pytest.raises(TrialStateError):
+        store.finish(study, t.id, TrialState.FAILED, reason="x")
+    with pytest.raises(TrialStateError, match="state"):
+        store.finish(study, t.id, TrialState.LOST)
+    assert store.trial(study, t.id) == first
+
+
+def test_trials_filter_by_state(store: SQLStorage) -> None:
+    study = store.create_study(record())
+    a, b, c, d = store.start_trials(study, points(4), [{}] * 4)
+    store.finish(study, a.id, TrialState.DONE, value=1.0)
+    store.finish(study, b.id, TrialState.FAILED, reason="r")
+    store.mark_lost(study, c.id, "worker died")
+
+    def ids(states: list[TrialState] | None) -> list[int]:
+        return [t.id for t in store.trials(study, states)]
+
+    assert ids([TrialState.DONE]) == [a.id]
+    assert ids([TrialState.FAILED]) == [b.id]
+    assert ids([TrialState.LOST]) == [c.id]
+    assert ids([TrialState.RUNNING]) == [d.id]
+    assert ids([TrialState.DONE, TrialState.RUNNING]) == [a.id, d.id]
+    assert ids(None) == [a.id, b.id, c.id, d.id]
+    assert store.trial(study, c.id).reason == "worker died"
+
+
+def test_returned_trials_are_snapshots(store: SQLStorage) -> None:
+    study = store.create_study(record())
+    (t,) = store.start_trials(study, points(1), [{}])
+    store.finish(study, t.id, TrialState.DONE, value=3.0)
+    assert t.state is TrialState.RUNNING and t.value is None
+
+
+def test_reap_marks_expired_trials_lost_once_and_requeues(store: SQLStorage) -> None:
+    study = store.create_study(record(lease_seconds=10.0, max_retries=1))
+    a, b = store.start_trials(study, points(2), [{}] * 2)
+    assert store.reap(study) == []
+    lost = store.reap(study, now=time.time() + 60)
+    assert [t.id for t in lost] == [a.id, b.id]
+    assert all(t.state is TrialState.LOST for t in lost)
+    assert store.reap(study, now=time.time() + 60) == []
+    assert [(q.params, q.retry_of, q.attempt) for q in store.queued(study)] == [
+        (a.params, a.id, 1),
+        (b.params, b.id, 1),
+    ]
+
+
+def test_heartbeat_only_for_running_trials(store: SQLStorage) -> None:
+    study = store.create_study(record(lease_seconds=100.0))
+    (t,) = store.start_trials(study, points(1), [{}])
+    time.sleep(0.05)
+    beat = store.heartbeat(study, t.id)
+    assert beat.lease_expires_at > t.lease_expires_at
+    store.finish(study, t.id, TrialState.DONE, value=0.0)
+    with pytest.raises(TrialStateError, match="trial_id"):
+        store.heartbeat(study, t.id)
+
+
+def test_delete_study_removes_it_with_its_trials_and_queue(store: SQLStorage) -> None:
+    doomed = store.create_study(record("doomed"))
+    kept = store.create_study(record("kept"))
+    store.start_trials(doomed, points(3), [{}] * 3)
+    store.enqueue(doomed, QueuedPoint(points(1)[0]))
+    store.start_trials(kept, points(2), [{}] * 2)
+    store.delete_study("doomed")
+    with pytest.raises(StudyNotFoundError, match="doomed"):
+        store.load_study("doomed")
+    assert [s.name for s in store.list_studies()] == ["kept"]
+    assert store.count(kept) == 2
+    with store._engine.connect() as conn:  # nothing orphaned
+        n_trials = conn.execute(sa.text("SELECT COUNT(*) FROM abo_trials")).scalar_one()
+        n_queue = conn.execute(sa.text("SELECT COUNT(*) FROM abo_queue")).scalar_one()
+    assert (n_trials, n_queue) == (2, 0)
+    with pytest.raises(StudyNotFoundError):
+        store.delete_study("doomed")
+    again = store.create_study(record("doomed"))
+    assert store.trials(again) == []
+
+
+def test_schema_version_is_recorded_and_checked(store: SQLStorage, storage_url: str) -> None:
+    engine = sa.create_engine(storage_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        version = conn.execute(
+            sa.text("SELECT value FROM abo_meta WHERE key = 'schema_version'")
+        ).scalar_one()
+        assert version == str(SCHEMA_VERSION)
+        conn.execute(sa.text("UPDATE abo_meta SET value = '999' WHERE key = 'schema_version'"))
+    engine.dispose()
+    with pytest.raises(StorageError, match="schema version 999"):
+        SQLStorage(storage_url)
+
+
+def test_a_file_that_is_not_a_database_raises_storage_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes, not a database\n" * 200)
+    with pytest.raises(StorageError, match="storage"):
+        SQLStorage(f"sqlite:///{path}")
+
+
+def test_in_memory_storage_keeps_the_same_contract() -> None:
+    store = SQLStorage(None)
+    study = store.create_study(record())
+    store.start_trials(study, points(3), [{}] * 3)
+    store.finish(study, 2, TrialState.DONE, value=0.5)
+    assert [t.id for t in store.trials(study, [TrialState.DONE])] == [2]
+
+
+def test_non_string_url_raises_storage_error() -> None:
+    with pytest.raises(StorageError, match="storage"):
+        SQLStorage(42)  # type: ignore[arg-type]
