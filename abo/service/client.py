@@ -1,0 +1,356 @@
+"""``Client`` and ``RemoteStudy``: the HTTP service with the shape of ``abo.Study``.
+
+A ``RemoteStudy`` has the same methods and properties as a local study and returns
+``abo.Trial`` objects, so ``abo.loop.run`` (and ``study.optimize``) drive it unchanged. HTTP
+errors come back as the same abo exceptions. Connection errors and 503s are retried with
+exponential backoff; that never double-tells (a repeated tell with the same value is a no-op on
+the server) and never double-asks (each ask carries a ``client_id``, and a retried ask gets the
+trials the lost answer held).
+
+Example:
+    >>> from abo.service import Client
+    >>> client = Client("http://127.0.0.1:8765")  # doctest: +SKIP
+    >>> study = client.load_study("tune")          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from abo.exceptions import (
+    AboError,
+    DuplicatedStudyError,
+    InvalidValueError,
+    SearchSpaceError,
+    StorageError,
+    StudyNotFoundError,
+    TrialNotFoundError,
+    TrialStateError,
+    UnknownStrategyError,
+)
+from abo.space import ParamValue, Space
+from abo.storage import StudyConfig
+from abo.trial import Trial, TrialState
+
+if TYPE_CHECKING:
+    from abo.executors.base import Executor
+    from abo.loop import OptimizeResult
+
+API = "/api/v1"
+# error code of the service -> the exception a local Study raises
+CODES: dict[str, type[AboError]] = {
+    "invalid_value": InvalidValueError,
+    "invalid_params": SearchSpaceError,
+    "space_conflict": SearchSpaceError,
+    "unknown_strategy": UnknownStrategyError,
+    "study_not_found": StudyNotFoundError,
+    "trial_not_found": TrialNotFoundError,
+    "trial_state": TrialStateError,
+    "study_exists": DuplicatedStudyError,
+    "storage_unavailable": StorageError,
+}
+_RETRY = (httpx.TransportError,)
+
+
+def _trial(data: Mapping[str, Any]) -> Trial:
+    return Trial(
+        id=data["id"],
+        study=data["study"],
+        params=dict(data["params"]),
+        state=TrialState(data["state"]),
+        value=data.get("value"),
+        reason=data.get("reason"),
+        retry_of=data.get("retry_of"),
+        attempt=data.get("attempt", 0),
+        info=dict(data.get("info") or {}),
+        user=dict(data.get("user") or {}),
+        created_at=data.get("created_at", 0.0),
+        finished_at=data.get("finished_at"),
+        lease_expires_at=data.get("lease_expires_at"),
+    )
+
+
+class Client:
+    """A connection to an abo service.
+
+    Args:
+        url: the service, e.g. ``http://127.0.0.1:8765``.
+        token: the bearer token, if the service needs one.
+        timeout: seconds per request.
+        retries: attempts after a connection error or a 503, with exponential backoff.
+        backoff: the first wait in seconds (doubled each time, at most 10 s).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        timeout: float = 60.0,
+        retries: int = 6,
+        backoff: float = 0.1,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.backoff = backoff
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        """One API call with retries; the JSON answer, or the abo exception of the error."""
+        query = {k: v for k, v in params.items() if v is not None}
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(method, API + path, json=body, params=query)
+            except _RETRY:
+                if attempt == self.retries:
+                    raise
+            else:
+                if response.status_code != 503 or attempt == self.retries:
+                    return self._answer(response)
+            time.sleep(min(10.0, self.backoff * 2**attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _answer(response: httpx.Response) -> Any:
+        if response.status_code == 204:
+            return None
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if response.is_success:
+            return data
+        error = (data or {}).get("error") if isinstance(data, dict) else None
+        if not isinstance(error, dict):
+            raise AboError(f"service: HTTP {response.status_code}: {response.text[:200]}")
+        kind = CODES.get(error.get("code", ""), AboError)
+        raise kind(error.get("message") or f"HTTP {response.status_code}")
+
+    def health(self) -> bool:
+        """True when the service answers ``/readyz``."""
+        try:
+            return self._http.get("/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def studies(self) -> list[dict[str, Any]]:
+        """Every study's definition and summary, as the API returns them."""
+        return self.request("GET", "/studies")["studies"]
+
+    def create_study(
+        self,
+        space: Space | Mapping[str, Any],
+        name: str,
+        direction: str = "minimize",
+        strategy: str = "qlognei",
+        seed: int | None = None,
+        *,
+        load_if_exists: bool = False,
+        n_initial: int | None = None,
+        lease_seconds: float = 24 * 3600.0,
+        max_retries: int = 1,
+        noise: str = "auto",
+    ) -> RemoteStudy:
+        """Create a study on the service (or load it with ``load_if_exists=True``)."""
+        if not isinstance(space, Space):
+            space = Space(space)
+        body = {
+            "name": name,
+            "space": space.to_json(),
+            "direction": direction,
+            "strategy": strategy,
+            "seed": seed,
+            "load_if_exists": load_if_exists,
+            "n_initial": n_initial,
+            "lease_seconds": lease_seconds,
+            "max_retries": max_retries,
+            "noise": noise,
+        }
+        return RemoteStudy(self, self.request("POST", "/studies", body))
+
+    def load_study(self, name: str) -> RemoteStudy:
+        """An existing study by name (``StudyNotFoundError`` if none)."""
+        return RemoteStudy(self, self.request("GET", f"/studies/{name}"))
+
+
+class RemoteStudy:
+    """A study on the service, with the methods and properties of ``abo.Study``."""
+
+    def __init__(self, client: Client, data: Mapping[str, Any]) -> None:
+        self._client = client
+        self._name: str = data["name"]
+        self._space = Space.from_json(data["space"])
+        self._direction: str = data["direction"]
+        self._strategy: str = data["strategy"]
+        self._seed: int = data["seed"]
+        self._config = StudyConfig.from_json(dict(data["config"]))
+
+    def __repr__(self) -> str:
+        return f"RemoteStudy(name={self.name!r}, url={self._client.url!r})"
+
+    def _call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        return self._client.request(method, f"/studies/{self._name}{path}", body, **params)
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def space(self) -> Space:
+        return self._space
+
+    @property
+    def direction(self) -> str:
+        return self._direction
+
+    @property
+    def strategy(self) -> str:
+        return self._strategy
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def config(self) -> StudyConfig:
+        return self._config
+
+    # -- reading ----------------------------------------------------------------------------
+    def _list(self, state: str | None = None) -> list[Trial]:
+        out: list[Trial] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = self._call("GET", "/trials", state=state, offset=offset, limit=10_000)
+            out += [_trial(t) for t in page["trials"]]
+            offset = page["next_offset"]
+        return out
+
+    @property
+    def trials(self) -> list[Trial]:
+        """Every trial, in id order."""
+        return self._list()
+
+    @property
+    def pending(self) -> list[Trial]:
+        """The running trials."""
+        return self._list("running")
+
+    @property
+    def best(self) -> Trial | None:
+        """The done trial with the best value (``None`` before the first result)."""
+        data = self._call("GET", "/best")["trial"]
+        return _trial(data) if data is not None else None
+
+    def trial(self, trial_id: int) -> Trial:
+        """One trial by id."""
+        return _trial(self._call("GET", f"/trials/{int(trial_id)}"))
+
+    def __len__(self) -> int:
+        return int(self._call("GET", "/trials", limit=1)["total"])
+
+    # -- asking and telling -----------------------------------------------------------------
+    def ask(self, n_workers: int | None = None) -> Trial:
+        """One new running trial."""
+        return self.ask_batch(1, n_workers=n_workers)[0]
+
+    def ask_batch(self, n: int, n_workers: int | None = None) -> list[Trial]:
+        """``n`` new, distinct running trials (the service caps ``n`` per call)."""
+        body = {"count": n, "n_workers": n_workers, "client_id": uuid.uuid4().hex}
+        return [_trial(t) for t in self._call("POST", "/ask", body)["trials"]]
+
+    def tell(
+        self,
+        trial_id: int,
+        value: Any,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        info: Mapping[str, Any] | None = None,
+    ) -> Trial:
+        """Record a running trial's value (the same value again is a no-op)."""
+        from abo.study import check_value
+
+        body = {"value": check_value(value), "metadata": metadata, "info": info}
+        return _trial(self._call("POST", f"/trials/{_id(trial_id)}/tell", body))
+
+    def fail(
+        self,
+        trial_id: int,
+        reason: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        info: Mapping[str, Any] | None = None,
+    ) -> Trial:
+        """Mark a running trial failed: its parameters caused it."""
+        body = {"reason": str(reason)[:10_000], "metadata": metadata, "info": info}
+        return _trial(self._call("POST", f"/trials/{_id(trial_id)}/fail", body))
+
+    def lose(self, trial_id: int, reason: str) -> Trial:
+        """Mark a running trial lost (the infrastructure failed); its parameters are re-queued."""
+        body = {"reason": str(reason)[:10_000] or "lost"}
+        try:
+            return _trial(self._call("POST", f"/trials/{_id(trial_id)}/lose", body))
+        except TrialStateError:
+            trial = self.trial(trial_id)
+            if trial.state is TrialState.LOST:  # a retried request whose first answer was lost
+                return trial
+            raise
+
+    def heartbeat(self, trial_id: int) -> Trial:
+        """Extend a running trial's lease."""
+        return _trial(self._call("POST", f"/trials/{_id(trial_id)}/heartbeat"))
+
+    def enqueue(self, params: Mapping[str, Any]) -> None:
+        """Queue parameters to be evaluated next."""
+        self._call("POST", "/enqueue", {"params": dict(params)})
+
+    def add(
+        self, params: Mapping[str, Any], value: Any, metadata: Mapping[str, Any] | None = None
+    ) -> Trial:
+        """Record a known result as a done trial."""
+        from abo.study import check_value
+
+        body = {"params": dict(params), "value": check_value(value), "metadata": metadata}
+        return _trial(self._call("POST", "/add", body))
+
+    def optimize(
+        self,
+        objective: Callable[[dict[str, ParamValue]], Any],
+        n_trials: int,
+        n_workers: int = 4,
+        executor: Executor | None = None,
+        callback: Callable[[Any, Trial], None] | None = None,
+        timeout: float | None = None,
+    ) -> OptimizeResult:
+        """Run ``n_trials`` evaluations asynchronously against the service (see
+        ``abo.Study.optimize``); evaluations run where ``executor`` puts them."""
+        from abo.loop import run
+
+        return run(
+            self,  # type: ignore[arg-type]
+            objective,
+            n_trials=n_trials,
+            n_workers=n_workers,
+            executor=executor,
+            callback=callback,
+            timeout=timeout,
+        )
+
+
+def _id(trial_id: Any) -> int:
+    if isinstance(trial_id, bool) or not isinstance(trial_id, int):
+        raise AboError(f"trial_id: expected an integer, got {trial_id!r}")
+    return trial_id

@@ -1,0 +1,164 @@
+"""Request and response bodies of the HTTP API (pydantic), strict about numbers.
+
+Every request model forbids unknown fields and non-finite numbers: FastAPI would otherwise
+accept ``NaN``, ``Infinity``, the string ``"nan"`` and ``1e400`` (parsed as ``inf``) as a float.
+Response models mirror ``abo.Trial.to_dict()`` so the OpenAPI schema describes what is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_ASK = 64
+MAX_PAGE = 10_000
+MAX_TRIAL_ID = 2**31 - 1
+MAX_SEED = 2**63 - 1
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+Finite = Annotated[float, Field(strict=False, allow_inf_nan=False)]
+Value = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Reason = Annotated[str, Field(max_length=10_000)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+
+class StudyCreate(_Request):
+    """Create a study, or load it when one of that name exists with the same space."""
+
+    name: Name
+    space: dict[str, dict[str, Any]] = Field(
+        description="The search space as `abo.Space.to_json()` writes it."
+    )
+    direction: Literal["minimize", "maximize"] = "minimize"
+    strategy: Annotated[str, Field(max_length=64)] = "qlognei"
+    seed: Annotated[int | None, Field(ge=0, le=MAX_SEED)] = None
+    load_if_exists: bool = True
+    n_initial: Annotated[int | None, Field(ge=1, le=100_000)] = None
+    lease_seconds: Annotated[Finite, Field(gt=0, le=10 * 365 * 86400.0)] = 24 * 3600.0
+    max_retries: Annotated[int, Field(ge=0, le=100)] = 1
+    noise: Literal["auto", "deterministic"] = "auto"
+
+
+class AskRequest(_Request):
+    """Start ``count`` trials; a ``client_id`` with running trials gets those back first."""
+
+    count: Annotated[int, Field(ge=1, le=MAX_ASK)] = 1
+    n_workers: Annotated[int | None, Field(ge=1, le=100_000)] = None
+    client_id: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+
+
+class TellRequest(_Request):
+    """The objective value of a running trial (a repeat with the same value is a no-op)."""
+
+    value: Value
+    metadata: dict[str, Any] | None = None
+    info: dict[str, Any] | None = None
+
+
+class FailRequest(_Request):
+    """The parameters caused the failure (the model learns nothing from them)."""
+
+    reason: Reason = ""
+    metadata: dict[str, Any] | None = None
+    info: dict[str, Any] | None = None
+
+
+class LoseRequest(_Request):
+    """The infrastructure failed: the trial is lost and its parameters re-queued."""
+
+    reason: Annotated[str, Field(min_length=1, max_length=10_000)]
+
+
+class ParamsRequest(_Request):
+    """Parameters to enqueue (evaluated next), checked against the study's space."""
+
+    params: dict[str, Any]
+
+
+class AddRequest(_Request):
+    """A known result to record as a done trial (warm start)."""
+
+    params: dict[str, Any]
+    value: Value
+    metadata: dict[str, Any] | None = None
+
+
+class TrialOut(BaseModel):
+    """One trial, as ``abo.Trial.to_dict()`` plus its duration."""
+
+    id: int
+    study: str
+    params: dict[str, Any]
+    state: Literal["running", "done", "failed", "lost"]
+    value: float | None = None
+    reason: str | None = None
+    retry_of: int | None = None
+    attempt: int = 0
+    info: dict[str, Any] = Field(default_factory=dict)
+    user: dict[str, Any] = Field(default_factory=dict)
+    created_at: float
+    finished_at: float | None = None
+    lease_expires_at: float | None = None
+    duration: float | None = None
+
+
+class AskResponse(BaseModel):
+    """The started trials, their leases, and how many observations the model had."""
+
+    trials: list[TrialOut]
+    n_observations: int = Field(
+        description="Observations of the model that proposed these (0 for design points)."
+    )
+
+
+class TrialPage(BaseModel):
+    """A page of trials in id order; ``next_offset`` is ``null`` on the last page."""
+
+    trials: list[TrialOut]
+    total: int
+    offset: int
+    next_offset: int | None = None
+
+
+class StudyOut(BaseModel):
+    """A study's definition and a summary of its trials."""
+
+    name: str
+    space: dict[str, Any]
+    direction: str
+    strategy: str
+    seed: int
+    config: dict[str, Any]
+    created_at: float
+    n_trials: int
+    states: dict[str, int]
+    best: TrialOut | None = None
+
+
+class StudyList(BaseModel):
+    studies: list[StudyOut]
+
+
+class BestOut(BaseModel):
+    """The best done trial, ``null`` before the first result."""
+
+    trial: TrialOut | None = None
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Machine-readable, e.g. `invalid_value`, `trial_not_found`.")
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error response: ``{"error": {"code", "message", "field"}}``."""
+
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: str

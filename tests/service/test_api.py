@@ -1,0 +1,368 @@
+"""The HTTP API end to end on a real uvicorn + SQLite: ask/tell, errors, limits, concurrency."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import SPACE, Server, make_study, objective
+
+
+def _state(api: httpx.Client, name: str) -> tuple[int, dict, list]:
+    study = api.get(f"/studies/{name}").json()
+    trials = api.get(f"/studies/{name}/trials").json()["trials"]
+    return study["n_trials"], study["states"], trials
+
+
+def test_ask_tell_round_trip(api: httpx.Client, study_name: str) -> None:
+    created = make_study(api, study_name)
+    assert created["space"] == SPACE.to_json() and created["n_trials"] == 0
+    told = {}
+    for _ in range(3):
+        out = api.post(f"/studies/{study_name}/ask", json={"count": 2}).json()
+        assert len(out["trials"]) == 2 and isinstance(out["n_observations"], int)
+        for t in out["trials"]:
+            assert t["state"] == "running" and t["lease_expires_at"] > t["created_at"]
+            SPACE.validate(t["params"])  # decodes to valid parameters
+            value = objective(t["params"])
+            r = api.post(f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": value})
+            assert r.status_code == 200 and r.json()["value"] == value
+            told[t["id"]] = value
+    assert sorted(told) == list(range(1, 7))
+    best = api.get(f"/studies/{study_name}/best").json()["trial"]
+    assert best["value"] == min(told.values())
+    n, states, trials = _state(api, study_name)
+    assert n == 6 and states["done"] == 6
+    assert {t["id"]: t["value"] for t in trials} == told
+    listing = api.get("/studies").json()["studies"]
+    assert study_name in [s["name"] for s in listing]
+
+
+def test_ask_reports_model_observations(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name, strategy="qlognei", n_initial=2)
+    for _ in range(3):
+        t = api.post(f"/studies/{study_name}/ask", json={}).json()["trials"][0]
+        api.post(
+            f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": objective(t["params"])}
+        )
+    out = api.post(f"/studies/{study_name}/ask", json={"count": 1}).json()
+    assert out["n_observations"] == 3
+    assert out["trials"][0]["info"]["n_observations"] == 3
+
+
+def test_create_is_create_or_load_and_409_on_other_space(
+    api: httpx.Client, study_name: str
+) -> None:
+    make_study(api, study_name)
+    again = api.post("/studies", json={"name": study_name, "space": SPACE.to_json()})
+    assert again.status_code == 200 and again.json()["name"] == study_name
+    other = {"x": {"type": "float", "low": 0.0, "high": 1.0}}
+    r = api.post("/studies", json={"name": study_name, "space": other})
+    assert r.status_code == 409
+    assert r.json()["error"]["code"] == "space_conflict" and r.json()["error"]["field"] == "space"
+    r = api.post(
+        "/studies", json={"name": study_name, "space": SPACE.to_json(), "load_if_exists": False}
+    )
+    assert r.status_code == 409 and r.json()["error"]["code"] == "study_exists"
+
+
+def test_idempotent_tell_and_conflicting_tell(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    t = api.post(f"/studies/{study_name}/ask", json={}).json()["trials"][0]
+    url = f"/studies/{study_name}/trials/{t['id']}/tell"
+    first = api.post(url, json={"value": 1.5})
+    again = api.post(url, json={"value": 1.5})
+    assert first.status_code == again.status_code == 200
+    assert first.json()["finished_at"] == again.json()["finished_at"]  # nothing rewritten
+    other = api.post(url, json={"value": 2.5})
+    assert other.status_code == 409
+    assert other.json()["error"] == {
+        "code": "trial_state",
+        "message": other.json()["error"]["message"],
+        "field": "value",
+    }
+    assert "2.5" in other.json()["error"]["message"]
+    assert api.get(f"/studies/{study_name}/trials/{t['id']}").json()["value"] == 1.5
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", '"nan"', "1e400", '"1.0"', "true"])
+def test_non_finite_values_are_422_and_change_nothing(
+    api: httpx.Client, study_name: str, raw: str
+) -> None:
+    make_study(api, study_name)
+    t = api.post(f"/studies/{study_name}/ask", json={}).json()["trials"][0]
+    before = _state(api, study_name)
+    r = api.post(
+        f"/studies/{study_name}/trials/{t['id']}/tell",
+        content=f'{{"value": {raw}}}',
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["field"] == "value" and err["message"].startswith("value:")
+    assert _state(api, study_name) == before
+
+
+BAD_CREATE = [
+    ({"x": {"type": "float", "low": 1.0, "high": 0.0}}, "invalid_params"),
+    ({"x": {"type": "unknown"}}, "invalid_params"),
+    ({"x": {"type": "float", "low": 0.0}}, "invalid_params"),
+    ({"x": {"type": "float", "low": -1e308, "high": 1e308}}, "invalid_params"),
+    ({}, "invalid_params"),
+]
+
+
+@pytest.mark.parametrize(("space", "code"), BAD_CREATE)
+def test_bad_spaces_are_422_and_create_nothing(
+    api: httpx.Client, study_name: str, space: dict, code: str
+) -> None:
+    r = api.post("/studies", json={"name": study_name, "space": space})
+    assert r.status_code == 422 and r.json()["error"]["code"] == code, r.text
+    assert api.get(f"/studies/{study_name}").status_code == 404
+
+
+def test_bad_create_fields_are_named(api: httpx.Client, study_name: str) -> None:
+    base = {"name": study_name, "space": SPACE.to_json()}
+    for extra, field in [
+        ({"strategy": "nope"}, "strategy"),
+        ({"direction": "up"}, "direction"),
+        ({"seed": -1}, "seed"),
+        ({"name": "bad name!"}, "name"),
+        ({"surprise": 1}, "surprise"),
+    ]:
+        r = api.post("/studies", json={**base, **extra})
+        assert r.status_code == 422, (extra, r.text)
+        assert r.json()["error"]["field"] == field, r.json()
+    assert api.get(f"/studies/{study_name}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"x": 3.0, "lr": 0.01, "n": 2, "opt": "sgd"}, "x"),
+        ({"x": 0.0, "lr": 0.01, "n": 2.5, "opt": "sgd"}, "n"),
+        ({"x": 0.0, "lr": 0.01, "n": 2, "opt": "rmsprop"}, "opt"),
+        ({"x": 0.0, "lr": 0.01, "n": 2, "opt": "sgd", "extra": 1}, "extra"),
+        ({"x": 0.0, "lr": 0.01, "n": 2}, "opt"),
+    ],
+)
+def test_bad_enqueue_is_422_and_queues_nothing(
+    api: httpx.Client, study_name: str, params: dict, field: str
+) -> None:
+    make_study(api, study_name)
+    r = api.post(f"/studies/{study_name}/enqueue", json={"params": params})
+    assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
+    good = {"x": 0.25, "lr": 0.01, "n": 2, "opt": "adam"}
+    assert api.post(f"/studies/{study_name}/enqueue", json={"params": good}).status_code == 204
+    asked = api.post(f"/studies/{study_name}/ask", json={"count": 2}).json()["trials"]
+    assert asked[0]["params"] == good and asked[0]["info"]["strategy"] == "enqueued"
+    assert asked[1]["info"]["strategy"] != "enqueued"  # the bad point was never queued
+
+
+def test_unknown_ids_are_404(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    before = _state(api, study_name)
+    for method, path, body in [
+        ("POST", f"/studies/{study_name}/trials/99/tell", {"value": 1.0}),
+        ("POST", f"/studies/{study_name}/trials/99/fail", {"reason": "x"}),
+        ("POST", f"/studies/{study_name}/trials/99/heartbeat", None),
+        ("GET", f"/studies/{study_name}/trials/99", None),
+    ]:
+        r = api.request(method, path, json=body)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "trial_not_found", r.text
+        assert r.json()["error"]["field"] == "trial_id"
+    r = api.post("/studies/no-such-study/ask", json={})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "study_not_found"
+    assert api.get("/nowhere").json()["error"]["code"] == "not_found"
+    assert _state(api, study_name) == before
+
+
+def test_ask_count_is_capped(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    for count in (0, 65, -1):
+        r = api.post(f"/studies/{study_name}/ask", json={"count": count})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "count"
+    assert _state(api, study_name)[0] == 0
+
+
+def test_malformed_json_and_oversized_body(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    r = api.post(
+        f"/studies/{study_name}/ask",
+        content=b'{"count": ',
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422 and r.json()["error"]["code"] == "malformed_json"
+    big = json.dumps({"params": {"x": [0.0] * 300_000}}).encode()
+    assert len(big) > 1 << 20
+    r = api.post(
+        f"/studies/{study_name}/enqueue", content=big, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+
+    def chunks():  # no Content-Length: the limit applies to the streamed body
+        for _ in range(20):
+            yield b" " * 100_000
+
+    r = api.post(
+        f"/studies/{study_name}/ask", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413
+    assert _state(api, study_name)[0] == 0
+
+
+def test_fail_lose_heartbeat(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    a, b, c = api.post(f"/studies/{study_name}/ask", json={"count": 3}).json()["trials"]
+    hb = api.post(f"/studies/{study_name}/trials/{a['id']}/heartbeat")
+    assert hb.status_code == 200 and hb.json()["lease_expires_at"] >= a["lease_expires_at"]
+    r = api.post(f"/studies/{study_name}/trials/{a['id']}/fail", json={"reason": "diverged"})
+    assert r.json()["state"] == "failed" and r.json()["reason"] == "diverged"
+    r = api.post(f"/studies/{study_name}/trials/{b['id']}/lose", json={"reason": "node died"})
+    assert r.json()["state"] == "lost"
+    r = api.post(f"/studies/{study_name}/trials/{a['id']}/heartbeat")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "trial_state"
+    retry = api.post(f"/studies/{study_name}/ask", json={}).json()["trials"][0]
+    assert retry["retry_of"] == b["id"] and retry["params"] == b["params"]
+    running = api.get(f"/studies/{study_name}/trials", params={"state": "running"}).json()
+    assert sorted(t["id"] for t in running["trials"]) == sorted([c["id"], retry["id"]])
+
+
+def test_listing_paginates_and_filters(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    trials = api.post(f"/studies/{study_name}/ask", json={"count": 7}).json()["trials"]
+    for t in trials[:4]:
+        api.post(f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": float(t["id"])})
+    seen, offset = [], 0
+    while offset is not None:
+        page = api.get(
+            f"/studies/{study_name}/trials", params={"offset": offset, "limit": 3}
+        ).json()
+        assert page["total"] == 7 and len(page["trials"]) <= 3
+        seen += [t["id"] for t in page["trials"]]
+        offset = page["next_offset"]
+    assert seen == list(range(1, 8))
+    done = api.get(f"/studies/{study_name}/trials", params={"state": ["done", "failed"]}).json()
+    assert [t["id"] for t in done["trials"]] == [1, 2, 3, 4]
+    r = api.get(f"/studies/{study_name}/trials", params={"state": "finished"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "state.0"
+
+
+def test_client_id_gets_its_running_trial_back(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    first = api.post(f"/studies/{study_name}/ask", json={"client_id": "w1"}).json()["trials"]
+    again = api.post(f"/studies/{study_name}/ask", json={"client_id": "w1"}).json()["trials"]
+    other = api.post(f"/studies/{study_name}/ask", json={"client_id": "w2"}).json()["trials"]
+    assert first[0]["id"] == again[0]["id"] != other[0]["id"]
+    api.post(f"/studies/{study_name}/trials/{first[0]['id']}/tell", json={"value": 1.0})
+    after = api.post(f"/studies/{study_name}/ask", json={"client_id": "w1"}).json()["trials"]
+    assert after[0]["id"] not in (first[0]["id"], other[0]["id"])
+
+
+def test_concurrent_clients_get_distinct_trials_and_tell_once(
+    server: Server, study_name: str
+) -> None:
+    with httpx.Client(base_url=server.url + "/api/v1", timeout=120) as api:
+        make_study(api, study_name)
+    results: dict[int, float] = {}
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(64)
+
+    def worker(i: int) -> None:
+        try:
+            with httpx.Client(base_url=server.url + "/api/v1", timeout=120) as c:
+                start.wait()
+                for _ in range(2):
+                    t = c.post(f"/studies/{study_name}/ask", json={}).json()["trials"][0]
+                    value = float(i * 10 + t["id"])
+                    r = c.post(
+                        f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": value}
+                    )
+                    assert r.status_code == 200, r.text
+                    with lock:
+                        assert t["id"] not in results, f"trial {t['id']} handed out twice"
+                        results[t["id"]] = value
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(64)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[:3]
+    assert len(results) == 128
+    with httpx.Client(base_url=server.url + "/api/v1", timeout=60) as api:
+        n, states, trials = _state(api, study_name)
+    assert n == 128 and states["done"] == 128
+    assert {t["id"]: t["value"] for t in trials} == results  # every tell stored exactly once
+
+
+def test_stored_nan_cannot_break_a_listing(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    make_study(api, study_name)
+    t = api.post(f"/studies/{study_name}/ask", json={}).json()["trials"][0]
+    api.post(f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": 1.0})
+    db = server.storage.removeprefix("sqlite:///")
+    with sqlite3.connect(db, timeout=30) as conn:  # a value no abo API would ever store
+        conn.execute(
+            "UPDATE abo_trials SET value = ?, info = ? WHERE number = ? AND study_id = "
+            "(SELECT id FROM abo_studies WHERE name = ?)",
+            (float("nan"), '{"weird": NaN, "big": Infinity}', t["id"], study_name),
+        )
+    r = api.get(f"/studies/{study_name}/trials")
+    assert r.status_code == 200, r.text
+    assert r.json()["trials"][0]["info"] == {"weird": None, "big": None}
+    assert api.get("/studies").status_code == 200
+    assert api.get(f"/studies/{study_name}").status_code == 200
+
+
+def test_health_readiness_and_openapi(server: Server) -> None:
+    assert httpx.get(server.url + "/healthz").json() == {"status": "ok"}
+    assert httpx.get(server.url + "/readyz").json() == {"status": "ready"}
+    schema = httpx.get(server.url + "/openapi.json").json()
+    paths = schema["paths"]
+    for path in [
+        "/api/v1/studies",
+        "/api/v1/studies/{name}/ask",
+        "/api/v1/studies/{name}/trials/{trial_id}/tell",
+        "/api/v1/studies/{name}/trials/{trial_id}/lose",
+        "/api/v1/studies/{name}/best",
+        "/healthz",
+        "/readyz",
+    ]:
+        assert path in paths, path
+    tell = paths["/api/v1/studies/{name}/trials/{trial_id}/tell"]["post"]
+    assert tell["responses"]["409"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/ErrorBody"
+    )
+
+
+def test_service_never_unpickles() -> None:
+    """The server must not deserialise client bytes with pickle-like loaders."""
+    import abo.service
+
+    banned = {"pickle", "cloudpickle", "dill", "marshal", "shelve", "joblib"}
+    folder = Path(abo.service.__file__).parent
+    for path in folder.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                names = {(node.module or "").split(".")[0]}
+            elif isinstance(node, ast.Attribute) and node.attr in ("loads", "load"):
+                base = node.value
+                names = {base.id} if isinstance(base, ast.Name) else set()
+            else:
+                continue
+            assert not names & banned, f"{path.name}:{node.lineno} uses {names & banned}"
+    assert len(list(folder.rglob("*.py"))) >= 6
