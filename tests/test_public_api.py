@@ -1,0 +1,112 @@
+"""The public API is a contract: exactly these names, one error root, described strategies."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import abo
+
+CURATED = {
+    "AboError",
+    "AboWarning",
+    "Categorical",
+    "Command",
+    "ConfigError",
+    "DuplicatedStudyError",
+    "FailureRateExceeded",
+    "Float",
+    "Int",
+    "InvalidValueError",
+    "OptimizeResult",
+    "SearchSpaceError",
+    "Space",
+    "StorageError",
+    "Study",
+    "StudyNotFoundError",
+    "SurrogateFitError",
+    "Trial",
+    "TrialFailure",
+    "TrialNotFoundError",
+    "TrialState",
+    "TrialStateError",
+    "UnknownStrategyError",
+    "__version__",
+    "create_study",
+    "load_study",
+    "strategies",
+}
+ERRORS = [
+    "ConfigError",
+    "DuplicatedStudyError",
+    "FailureRateExceeded",
+    "InvalidValueError",
+    "SearchSpaceError",
+    "StorageError",
+    "StudyNotFoundError",
+    "SurrogateFitError",
+    "TrialFailure",
+    "TrialNotFoundError",
+    "TrialStateError",
+    "UnknownStrategyError",
+]
+
+
+def test_all_lists_exactly_the_curated_names() -> None:
+    assert len(abo.__all__) == len(set(abo.__all__))
+    assert set(abo.__all__) == CURATED
+
+
+@pytest.mark.parametrize("name", sorted(CURATED))
+def test_every_public_name_is_importable(name: str) -> None:
+    module = importlib.import_module("abo")
+    assert getattr(module, name) is not None
+    namespace: dict = {}
+    exec(f"from abo import {name}", namespace)  # noqa: S102 - the import statement itself
+    assert namespace[name] is getattr(abo, name)
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_every_error_is_an_abo_error(name: str) -> None:
+    cls = getattr(abo, name)
+    assert issubclass(cls, abo.AboError) and issubclass(cls, Exception)
+    assert cls.__doc__
+
+
+def test_every_exception_class_in_the_package_is_covered() -> None:
+    import abo.exceptions as exc
+
+    found = {
+        n
+        for n, v in vars(exc).items()
+        if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == exc.__name__
+    }
+    assert found - {"AboWarning"} == {*ERRORS, "AboError"}
+
+
+def test_warning_is_a_user_warning_not_an_error() -> None:
+    assert issubclass(abo.AboWarning, UserWarning)
+    assert not issubclass(abo.AboWarning, abo.AboError)
+
+
+def test_trial_failure_carries_reason_and_retryable() -> None:
+    err = abo.TrialFailure("diverged", retryable=True)
+    assert err.reason == "diverged" and err.retryable and str(err) == "diverged"
+    assert abo.TrialFailure("x").retryable is False
+
+
+def test_strategies_maps_names_to_one_line_descriptions() -> None:
+    found = abo.strategies()
+    assert isinstance(found, dict)
+    assert {"qlognei", "random"} <= set(found)
+    for name, description in found.items():
+        assert isinstance(name, str) and isinstance(description, str)
+        assert description.strip() and "\n" not in description
+    assert "qLogNoisyExpectedImprovement" in found["qlognei"]
+    found["qlognei"] = "changed"  # a copy: the registry is not touched
+    assert abo.strategies()["qlognei"] != "changed"
+
+
+def test_version_is_a_string() -> None:
+    assert isinstance(abo.__version__, str) and abo.__version__.count(".") >= 1
