@@ -9,10 +9,13 @@ Example:
     ['kind', 'x']
 """
 
+from abo.command import Command
 from abo.exceptions import (
     AboError,
     AboWarning,
+    ConfigError,
     DuplicatedStudyError,
+    FailureRateExceeded,
     InvalidValueError,
     SearchSpaceError,
     StorageError,
@@ -35,7 +38,10 @@ __all__ = [
     "AboError",
     "AboWarning",
     "Categorical",
+    "Command",
+    "ConfigError",
     "DuplicatedStudyError",
+    "FailureRateExceeded",
     "Float",
     "Int",
     "InvalidValueError",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -31,9 +32,11 @@ err = Console(stderr=True)
 class Progress:
     """A live panel: completed / running / failed, best so far, elapsed."""
 
-    def __init__(self, total: int, direction: str) -> None:
+    def __init__(self, total: int, direction: str, workers: int = 0) -> None:
         self.total = total
         self.direction = direction
+        self.workers = workers
+        self.busy = 0.0
         self.done = self.failed = self.lost = self.running = 0
         self.best: float | None = None
         self.best_id: int | None = None
@@ -43,6 +46,7 @@ class Progress:
         from abo.trial import TrialState
 
         state = trial.state  # type: ignore[attr-defined]
+        self.busy += float(trial.info.get("eval_seconds", 0.0))  # type: ignore[attr-defined]
         if state is TrialState.DONE:
             self.done += 1
             value = trial.value  # type: ignore[attr-defined]
@@ -67,7 +71,9 @@ class Progress:
             f"elapsed {time.time() - self.start:5.1f} s",
         )
         best = "—" if self.best is None else f"{self.best:.6g} (trial {self.best_id})"
-        table.add_row(Text(f"best so far {best}", style="green"))
+        elapsed = max(1e-9, time.time() - self.start)
+        util = f"utilization ≥{self.busy / (self.workers * elapsed):.2f}" if self.workers else ""
+        table.add_row(Text(f"best so far {best}", style="green"), util)
         return Group(table)
 
 
@@ -119,7 +125,7 @@ def demo(
         objective = functools.partial(
             slow_hartmann6, min_seconds=min_seconds, max_seconds=max_seconds
         )
-        progress = Progress(trials, study.direction)
+        progress = Progress(trials, study.direction, workers=workers)
         with DaskExecutor(n_workers=workers) as executor:
             progress.start = time.time()
             with Live(
@@ -157,6 +163,94 @@ def _plot_path(storage: str, name: str) -> Path:
     return folder / f"{name}-convergence.png"
 
 
+@app.command()
+def run(
+    study_file: Annotated[Path, typer.Argument(help="The study TOML file.")],
+    resume: Annotated[
+        str | None, typer.Option(help="Continue this study (it must exist) to its budget.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option(help="Log lines only, no live display.")] = False,
+    grace: Annotated[
+        float, typer.Option(help="Seconds to wait for running trials on stop.")
+    ] = 30.0,
+) -> None:
+    """Run the study a TOML file describes (space, objective, budget, storage, executor).
+
+    Exit codes: 0 the budget is done (or a clean stop), 1 an error, 3 the failure-rate guard
+    stopped the study.
+    """
+    import logging
+
+    import abo
+    from abo.config import build_executor, build_objective, load_spec
+    from abo.exceptions import FailureRateExceeded
+    from abo.trial import TrialState
+
+    console = Console()
+    if quiet:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    try:
+        spec = load_spec(study_file)
+        options = dict(spec.study)
+        n_trials = int(options.pop("n_trials"))
+        trial_timeout = options.pop("trial_timeout", None)
+        name = resume or options.pop("name", None)
+        options.pop("name", None)
+        storage = options.pop("storage", None)
+        if resume is not None:
+            study = abo.load_study(resume, storage=storage)
+        else:
+            study = abo.create_study(spec.space, name=name, storage=storage, **options)
+        finished = sum(1 for t in study.trials if t.state in (TrialState.DONE, TrialState.FAILED))
+        remaining = n_trials - finished
+        console.print(
+            f"study [bold]{study.name}[/bold]: {finished}/{n_trials} finished, "
+            f"{max(0, remaining)} to go ({study.strategy}, {spec.executor['kind']} executor)"
+        )
+        if remaining <= 0:
+            console.print("the budget is already done")
+            return
+        objective = build_objective(spec)
+        executor = build_executor(spec)
+        progress = Progress(remaining, study.direction, workers=executor.n_workers)
+        try:
+            callback = progress.update if not quiet else _log_trial
+            with (
+                Live(
+                    progress,
+                    console=console,
+                    refresh_per_second=4,
+                    transient=not console.is_terminal,
+                )
+                if not quiet
+                else nullcontext()
+            ):
+                result = study.optimize(
+                    objective,
+                    n_trials=remaining,
+                    executor=executor,
+                    callback=callback,
+                    trial_timeout=trial_timeout,
+                    grace=grace,
+                )
+        finally:
+            executor.close()
+    except FailureRateExceeded as exc:
+        err.print(f"[red]stopped:[/red] {exc}")
+        raise typer.Exit(3) from None
+    except AboError as exc:
+        raise _fail(exc) from None
+    console.print(result.summary())
+    best = study.best
+    if best is not None:
+        console.print(f"best value {best.value:.6g} at trial {best.id}: {best.params}")
+
+
+def _log_trial(study: object, trial: object) -> None:
+    t = trial  # an abo.Trial
+    err.print(f"trial {t.id} {t.state}: {t.value if t.value is not None else t.reason}")  # type: ignore[attr-defined]
+
+
 @app.command("strategies")
 def list_strategies() -> None:
     """List the strategy names with a one-line description each."""
@@ -166,6 +260,11 @@ def list_strategies() -> None:
     for name, text in strategies().items():
         table.add_row(name, text)
     Console().print(table)
+
+
+from abo.service.commands import register as _register_service  # noqa: E402
+
+_register_service(app)
 
 
 def main() -> None:

@@ -77,7 +77,8 @@ class Command:
 
     Args:
         template: the command with ``{name}`` placeholders for parameters, e.g.
-            ``"python train.py --lr {lr} --layers {layers}"``.
+            ``"python train.py --lr {lr} --layers {layers}"`` (``{{`` and ``}}`` for literal
+            braces, as in ``str.format``).
         workdir: where per-trial working directories are created (default ``./abo-runs``).
         result_file: read the value from this JSON file in the working directory instead of
             the last line of stdout.

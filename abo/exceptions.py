@@ -13,7 +13,8 @@
     ├── StorageError            the storage cannot be opened or written (retry or fix the URL)
     ├── SurrogateFitError       the GP could not be fitted (abo falls back and warns instead)
     ├── TrialFailure            raised by an objective to fail its trial on purpose
-    └── FailureRateExceeded     optimize stopped: most evaluations keep failing
+    ├── FailureRateExceeded     optimize stopped: most evaluations keep failing
+    └── ConfigError             a study file for ``abo run`` is incomplete or wrong
 
     AboWarning (UserWarning)    something was degraded but the study goes on
 
@@ -84,3 +85,7 @@ class AboWarning(UserWarning):
 
 class FailureRateExceeded(AboError):
     """Too many evaluations failed: the study stopped instead of burning its budget (exit 3)."""
+
+
+class ConfigError(AboError, ValueError):
+    """A study file (``abo run``) is missing something or holds a wrong value."""

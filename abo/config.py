@@ -1,0 +1,168 @@
+"""Study files for ``abo run``: a TOML description of space, objective, budget and executor.
+
+A complete example lives in ``examples/quadratic/study.toml``. Sections:
+
+``[study]``
+    ``name``, ``storage`` (relative SQLite paths are relative to the file), ``direction``,
+    ``strategy``, ``seed``, ``n_trials`` (the study's total budget of finished trials, so a
+    resumed run completes it), ``max_retries``, ``lease_seconds``, ``noise``, ``n_initial``,
+    ``trial_timeout`` (seconds), ``strategy_options`` (a table).
+``[space]``
+    one inline table per parameter: ``{type = "float", low = 0, high = 1, log = false}``,
+    ``{type = "int", ...}`` or ``{type = "categorical", choices = [...]}``.
+``[objective]``
+    either ``function = "module:function"`` (imported with the file's folder on the path) or
+    ``command = "python train.py --lr {lr}"`` (``{here}`` is the file's folder) with optional
+    ``workdir``, ``result_file``, ``timeout`` and ``env``.
+``[executor]``
+    ``kind = "local"`` (a Dask LocalCluster; ``n_workers``, ``threads_per_worker``),
+    ``"address"`` (``address = "tcp://host:8786"``), ``"threads"`` (``n_workers``), or a batch
+    system ``"slurm" | "pbs" | "lsf" | "sge" | "htcondor"`` with its options in
+    ``[executor.options]`` (``cores``, ``memory``, ``walltime``, ``queue``, ``account``,
+    ``jobs``, ...).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+import sys
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from abo.exceptions import AboError, ConfigError
+from abo.space import Space
+
+BATCH_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor")
+EXECUTOR_KINDS = ("local", "address", "threads", *BATCH_SYSTEMS)
+_STUDY_KEYS = {
+    "name", "storage", "direction", "strategy", "seed", "n_trials", "max_retries",
+    "lease_seconds", "noise", "n_initial", "trial_timeout", "strategy_options",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A parsed study file."""
+
+    path: Path
+    study: dict[str, Any]
+    space: Space
+    objective: dict[str, Any]
+    executor: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_trials(self) -> int:
+        return int(self.study["n_trials"])
+
+    @property
+    def n_workers(self) -> int:
+        return int(self.executor.get("n_workers", self.executor.get("options", {}).get("jobs", 4)))
+
+
+def _require(table: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in table:
+        raise ConfigError(f"{where}.{key}: missing")
+    return table[key]
+
+
+def load_spec(path: str | Path) -> RunSpec:
+    """Read and check a study file; ``ConfigError`` names the first bad field."""
+    path = Path(path).absolute()
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"study file: {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"study file: {path} is not valid TOML: {exc}") from None
+    study = dict(_require(data, "study", "file"))
+    unknown = sorted(set(study) - _STUDY_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"study.{unknown[0]}: unknown key (known: {', '.join(sorted(_STUDY_KEYS))})"
+        )
+    n_trials = _require(study, "n_trials", "study")
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+        raise ConfigError(f"study.n_trials: expected a positive integer, got {n_trials!r}")
+    storage = study.get("storage")
+    if (
+        isinstance(storage, str)
+        and storage.startswith("sqlite:///")
+        and not storage.startswith("sqlite:////")
+    ):
+        study["storage"] = f"sqlite:///{path.parent / storage[len('sqlite:///') :]}"
+    try:
+        space = Space.from_json(_require(data, "space", "file"))
+    except AboError as exc:
+        raise ConfigError(f"space.{exc}") from None
+    objective = dict(_require(data, "objective", "file"))
+    if ("function" in objective) == ("command" in objective):
+        raise ConfigError("objective: give exactly one of 'function' or 'command'")
+    executor = dict(data.get("executor", {"kind": "local"}))
+    kind = executor.setdefault("kind", "local")
+    if kind not in EXECUTOR_KINDS:
+        raise ConfigError(f"executor.kind: {kind!r} is not one of {', '.join(EXECUTOR_KINDS)}")
+    if kind == "address" and "address" not in executor:
+        raise ConfigError("executor.address: missing (kind = 'address' needs it)")
+    return RunSpec(path=path, study=study, space=space, objective=objective, executor=executor)
+
+
+def build_objective(spec: RunSpec) -> Callable[..., Any]:
+    """The objective the file describes: an imported function or an ``abo.Command``."""
+    from abo.command import Command
+
+    obj = spec.objective
+    here = spec.path.parent
+    if "command" in obj:
+        template = str(obj["command"]).replace("{here}", shlex.quote(str(here)))
+        workdir = Path(obj.get("workdir", "abo-runs"))
+        return Command(
+            template,
+            workdir=workdir if workdir.is_absolute() else here / workdir,
+            result_file=obj.get("result_file"),
+            timeout=obj.get("timeout"),
+            env={str(k): str(v) for k, v in obj.get("env", {}).items()},
+        )
+    target = str(obj["function"])
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"objective.function: expected 'module:function', got {target!r}")
+    if str(here) not in sys.path:
+        sys.path.insert(0, str(here))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"objective.function: cannot import {module_name!r}: {exc}") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"objective.function: {module_name} has no function {attr!r}")
+    if (module.__file__ or "").startswith(str(here)):
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(module)  # workers need not import the file
+    return fn
+
+
+def build_executor(spec: RunSpec) -> Any:
+    """The executor the file describes (started; the caller closes it)."""
+    from abo.executors import DaskExecutor, ThreadExecutor
+
+    ex = spec.executor
+    kind = ex["kind"]
+    if kind == "local":
+        return DaskExecutor(
+            n_workers=int(ex.get("n_workers", 4)),
+            threads_per_worker=int(ex.get("threads_per_worker", 1)),
+        )
+    if kind == "address":
+        return DaskExecutor(address=str(ex["address"]))
+    if kind == "threads":
+        return ThreadExecutor(int(ex.get("n_workers", 4)))
+    from abo.executors.jobqueue import JobQueueExecutor
+
+    options = dict(ex.get("options", {}))
+    options.setdefault("tag", spec.study.get("name"))
+    return JobQueueExecutor(system=kind, **options)

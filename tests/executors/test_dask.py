@@ -1,0 +1,99 @@
+"""DaskExecutor on a real LocalCluster of worker processes: keys, dead workers, poison, timeouts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import abo
+from abo.executors import DaskExecutor
+from abo.loop import FailureGuard
+from abo.trial import TrialState
+
+pytestmark = pytest.mark.slow
+SPACE = abo.Space({"x": abo.Float(0.0, 1.0)})
+
+
+@pytest.fixture(scope="module")
+def executor() -> DaskExecutor:
+    with DaskExecutor(n_workers=2) as ex:
+        yield ex
+
+
+def _append(path: str, params: dict) -> float:
+    with open(path, "a") as f:
+        f.write(f"{params['x']}\n")
+    return params["x"]
+
+
+def _sleepy(params: dict) -> float:
+    time.sleep(1.5)
+    return params["x"]
+
+
+def _poison(params: dict) -> float:
+    os._exit(1)
+
+
+def _slow_if_low(params: dict) -> float:
+    time.sleep(60 if params["x"] < 0.5 else 0.05)
+    return params["x"]
+
+
+def test_equal_parameters_are_two_evaluations(executor: DaskExecutor, tmp_path: Path) -> None:
+    import functools
+
+    log = tmp_path / "calls.txt"
+    study = abo.create_study(SPACE, strategy="random", seed=0)
+    study.enqueue({"x": 0.25})
+    study.enqueue({"x": 0.25})
+    study.optimize(functools.partial(_append, str(log)), n_trials=2, executor=executor)
+    assert [t.params for t in study.trials] == [{"x": 0.25}, {"x": 0.25}]
+    assert all(t.state is TrialState.DONE for t in study.trials)
+    assert log.read_text().splitlines() == ["0.25", "0.25"]  # not merged by Dask's pure keys
+
+
+def test_killed_worker_loses_the_trial_and_retries_it(executor: DaskExecutor) -> None:
+    study = abo.create_study(SPACE, strategy="random", seed=1, max_retries=1)
+
+    def kill_one_worker() -> None:
+        time.sleep(1.0)  # mid-evaluation: evaluations take 1.5 s
+        pid = next(iter(executor.client.run(os.getpid).values()))
+        os.kill(pid, signal.SIGKILL)
+
+    threading.Thread(target=kill_one_worker, daemon=True).start()
+    result = study.optimize(_sleepy, n_trials=4, executor=executor)
+    lost = [t for t in study.trials if t.state is TrialState.LOST]
+    assert len(lost) >= 1 and "worker died" in (lost[0].reason or "")
+    retries = [t for t in study.trials if t.retry_of is not None]
+    assert {t.retry_of for t in retries} == {t.id for t in lost}
+    assert all(t.params == study.trial(t.retry_of).params for t in retries)
+    assert result.n_done == 4  # the budget finished despite the death
+
+
+def test_poison_objective_fails_after_two_worker_deaths(executor: DaskExecutor) -> None:
+    study = abo.create_study(SPACE, strategy="random", seed=2, max_retries=1)
+    with pytest.raises(abo.FailureRateExceeded):
+        study.optimize(_poison, n_trials=50, executor=executor, guard=FailureGuard(0.5, 2))
+    failed = [t for t in study.trials if t.state is TrialState.FAILED]
+    assert failed and all("killed its worker again" in (t.reason or "") for t in failed)
+    for t in failed:  # each failure is a retry of exactly one lost first attempt
+        assert t.attempt == 1 and study.trial(t.retry_of).state is TrialState.LOST
+    assert len(study) < 12  # stopped early instead of burning 50 trials
+
+
+def test_trial_timeout_restarts_the_worker_and_continues(executor: DaskExecutor) -> None:
+    study = abo.create_study(SPACE, strategy="random", seed=4)
+    study.enqueue({"x": 0.1})  # sleeps 60 s: must be cut off
+    start = time.time()
+    result = study.optimize(
+        _slow_if_low, n_trials=4, executor=executor, trial_timeout=3, guard=None
+    )
+    assert time.time() - start < 45
+    assert study.trial(1).state is TrialState.FAILED and study.trial(1).reason == "timeout"
+    assert result.n_done + result.n_failed == 4

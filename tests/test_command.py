@@ -1,0 +1,96 @@
+"""abo.Command: real subprocesses, values from stdout or a JSON file, safe parameters."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from abo.command import Command
+from abo.exceptions import AboError, TrialFailure
+
+PY = sys.executable
+
+
+def test_value_from_last_stdout_line(tmp_path: Path) -> None:
+    cmd = Command(f"{PY} -c 'print(\"log line\"); print({{x}} * 2)'", workdir=tmp_path)
+    out = cmd({"x": 1.5}, trial={"study": "s", "id": 7, "attempt": 0})
+    assert out["value"] == 3.0
+    folder = Path(out["workdir"])
+    assert folder == tmp_path / "s" / "trial-7-0"
+    assert "log line" in Path(out["stdout"]).read_text()
+    assert json.loads((folder / "params.json").read_text()) == {"x": 1.5}
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "script.py"
+    path.write_text(body)
+    return f"{PY} {path}"
+
+
+def test_json_line_carries_metadata(tmp_path: Path) -> None:
+    cmd = _script(tmp_path, 'import json; print(json.dumps({"value": 0.25, "epochs": 3}))')
+    out = Command(cmd, workdir=tmp_path)({})
+    assert out["value"] == 0.25 and out["epochs"] == 3
+
+
+def test_value_from_result_file(tmp_path: Path) -> None:
+    body = (
+        "import json, os\n"
+        "json.dump({'value': float(os.environ['ABO_TRIAL_ID'])}, open('r.json', 'w'))"
+    )
+    cmd = Command(_script(tmp_path, body), workdir=tmp_path, result_file="r.json")
+    assert cmd({}, trial={"id": 5})["value"] == 5.0
+
+
+def test_nonzero_exit_fails_with_stderr_tail(tmp_path: Path) -> None:
+    script = "import sys; sys.stderr.write('boom: matrix singular\\n'); sys.exit(3)"
+    with pytest.raises(TrialFailure) as info:
+        Command(f'{PY} -c "{script}"', workdir=tmp_path)({})
+    assert "exit code 3" in info.value.reason and "matrix singular" in info.value.reason
+    assert Path(info.value.metadata["stderr"]).exists()  # type: ignore[attr-defined]
+
+
+def test_no_shell_injection_from_a_categorical(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    evil = f"adam; touch {marker}; echo $(touch {marker})"
+    script = "import sys; print(len(sys.argv[1:])); print(1.0)"
+    cmd = Command(f'{PY} -c "{script}" {{opt}}', workdir=tmp_path)
+    out = cmd({"opt": evil})
+    assert out["value"] == 1.0
+    assert "1" in Path(out["stdout"]).read_text().splitlines()[0]  # one argument, verbatim
+    assert not marker.exists()
+
+
+def test_timeout_kills_the_command(tmp_path: Path) -> None:
+    start = time.time()
+    with pytest.raises(TrialFailure, match="timeout"):
+        Command(f"{PY} -c 'import time; time.sleep(30)'", workdir=tmp_path, timeout=0.5)({})
+    assert time.time() - start < 10
+
+
+@pytest.mark.parametrize(
+    "printed, reason",
+    [
+        ("", "printed nothing"),
+        ("not-a-number", "expected a number"),
+        ('{"v": 1}', "no 'value'"),
+        ("NaN", "finite"),
+    ],
+)
+def test_bad_output_fails_clearly(tmp_path: Path, printed: str, reason: str) -> None:
+    cmd = Command(_script(tmp_path, f"print({printed!r})"), workdir=tmp_path)
+    with pytest.raises(TrialFailure, match=reason):
+        cmd({})
+
+
+def test_template_errors_name_the_placeholder(tmp_path: Path) -> None:
+    with pytest.raises(AboError, match=r"\{missing\}"):
+        Command("echo {missing}", workdir=tmp_path).render({"x": 1})
+    with pytest.raises(AboError, match="command"):
+        Command("   ")
+    with pytest.raises(AboError, match="timeout"):
+        Command("echo 1", timeout=-1)

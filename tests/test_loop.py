@@ -1,0 +1,131 @@
+"""The asynchronous loop on a ThreadExecutor: fast checks of its bookkeeping and guards."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import pytest
+
+import abo
+from abo.exceptions import FailureRateExceeded
+from abo.executors import ThreadExecutor
+from abo.loop import FailureGuard, run
+from abo.trial import TrialState
+
+SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "k": abo.Categorical(["a", "b"])})
+
+
+def _study(**kw: object) -> abo.Study:
+    return abo.create_study(SPACE, strategy="random", seed=3, **kw)  # type: ignore[arg-type]
+
+
+def test_keeps_every_worker_busy_and_finishes_the_budget() -> None:
+    lock = threading.Lock()
+    active, peak = [0], [0]
+
+    def objective(p: dict) -> float:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.05)
+        with lock:
+            active[0] -= 1
+        return p["x"]
+
+    study = _study()
+    with ThreadExecutor(4) as ex:
+        result = study.optimize(objective, n_trials=20, executor=ex)
+    assert result.n_done == 20 and len(study) == 20
+    assert peak[0] == 4  # never more, and reached: a new trial starts when one finishes
+    assert all(t.state is TrialState.DONE for t in study.trials)
+    assert 0.0 < result.utilization <= 1.0
+    assert all("worker" in t.info and t.info["eval_seconds"] > 0 for t in study.trials)
+
+
+def test_raising_objective_fails_its_trial_with_traceback_and_loop_continues() -> None:
+    def objective(p: dict) -> float:
+        if p["x"] > 0.7:
+            raise RuntimeError("diverged at step 12")
+        return p["x"]
+
+    study = _study()
+    with ThreadExecutor(2) as ex:
+        result = study.optimize(objective, n_trials=12, executor=ex, guard=None)
+    failed = [t for t in study.trials if t.state is TrialState.FAILED]
+    assert failed and result.n_failed == len(failed)
+    assert result.n_done + result.n_failed == 12
+    for t in failed:
+        assert t.reason == "RuntimeError: diverged at step 12"
+        assert "raise RuntimeError" in t.info["traceback"]
+
+
+def test_dict_results_keep_metadata_and_nan_fails() -> None:
+    def objective(p: dict) -> dict:
+        return {"value": math.nan if p["k"] == "b" else p["x"], "epochs": 7}
+
+    study = _study()
+    with ThreadExecutor(2) as ex:
+        study.optimize(objective, n_trials=10, executor=ex, guard=None)
+    for t in study.trials:
+        assert t.user["epochs"] == 7
+        if t.params["k"] == "b":
+            assert t.state is TrialState.FAILED and "finite" in (t.reason or "")
+        else:
+            assert t.state is TrialState.DONE and t.value == t.params["x"]
+
+
+def test_failure_rate_guard_stops_the_study() -> None:
+    calls = [0]
+
+    def objective(p: dict) -> float:
+        calls[0] += 1
+        raise ValueError("always")
+
+    study = _study()
+    with ThreadExecutor(2) as ex, pytest.raises(FailureRateExceeded, match="n_failed"):
+        study.optimize(objective, n_trials=100, executor=ex, guard=FailureGuard(0.5, 5))
+    assert 5 <= calls[0] <= 8  # stopped after the fifth failure, not after 100
+    assert all(t.state is not TrialState.RUNNING for t in study.trials)
+
+
+def test_trial_timeout_fails_with_reason_timeout() -> None:
+    def objective(p: dict) -> float:
+        time.sleep(2.0 if p["k"] == "a" else 0.01)
+        return p["x"]
+
+    study = _study()
+    # threads cannot be killed: spare ones let new trials start while timed-out ones run out
+    with ThreadExecutor(8) as ex:
+        result = study.optimize(
+            objective, n_trials=6, n_workers=2, executor=ex, trial_timeout=0.5, guard=None
+        )
+    timed_out = [t for t in study.trials if t.reason == "timeout"]
+    assert timed_out and all(t.params["k"] == "a" for t in timed_out)
+    assert all(t.state is TrialState.FAILED for t in timed_out)
+    assert result.n_done + result.n_failed == 6
+
+
+def test_retryable_failure_is_lost_and_retried_once() -> None:
+    seen: list[int] = []
+
+    def objective(p: dict) -> float:
+        seen.append(1)
+        if len(seen) == 1:
+            raise abo.TrialFailure("node lost its filesystem", retryable=True)
+        return p["x"]
+
+    study = _study()
+    with ThreadExecutor(1) as ex:
+        study.optimize(objective, n_trials=3, executor=ex)
+    first, retry = study.trial(1), study.trial(2)
+    assert first.state is TrialState.LOST and first.reason == "node lost its filesystem"
+    assert retry.retry_of == 1 and retry.attempt == 1 and retry.params == first.params
+    assert retry.state is TrialState.DONE
+    assert sum(t.state is TrialState.DONE for t in study.trials) == 3
+
+
+def test_bad_budget_is_rejected() -> None:
+    with pytest.raises(abo.AboError, match="n_trials"):
+        run(_study(), lambda p: 0.0, n_trials=0, executor=ThreadExecutor(1))
