@@ -37,6 +37,31 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _is_whole(value: Any) -> bool:
+    """True for a real that is a whole number (exact for ints of any size, no overflow)."""
+    if isinstance(value, numbers.Integral):
+        return not isinstance(value, bool)
+    return _is_real(value) and math.isfinite(value) and float(value).is_integer()
+
+
+def _kind(value: Any) -> str | None:
+    """What a categorical choice is, ignoring numpy's scalar types: bool, int, float or str."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, numbers.Integral):
+        return "int"
+    if isinstance(value, numbers.Real):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    return None
+
+
+def _plain(value: Any) -> Choice:
+    """A choice as the plain Python value JSON stores (np.int64(3) -> 3)."""
+    return {"bool": bool, "int": int, "float": float, "str": str}[_kind(value) or "str"](value)
+
+
 @dataclass(frozen=True)
 class Float:
     """A real parameter in ``[low, high]``; ``log=True`` models it on a log scale.
@@ -53,7 +78,11 @@ class Float:
     def __post_init__(self) -> None:
         if not (_is_real(self.low) and _is_real(self.high)):
             raise SearchSpaceError("Float: low and high must be real numbers")
-        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+        try:
+            finite = math.isfinite(self.low) and math.isfinite(self.high)
+        except OverflowError:  # an int too large for a float
+            finite = False
+        if not finite:
             raise SearchSpaceError("Float: low and high must be finite")
         if self.low >= self.high:
             raise SearchSpaceError(f"Float: low ({self.low}) must be below high ({self.high})")
@@ -86,7 +115,7 @@ class Float:
     def check(self, name: str, value: Any) -> ParamValue:
         if not _is_real(value):
             raise SearchSpaceError(f"{name}: expected a real number, got {value!r}")
-        if not math.isfinite(value):
+        if not isinstance(value, numbers.Integral) and not math.isfinite(value):
             raise SearchSpaceError(f"{name}: must be finite, got {value!r}")
         if not self.low <= value <= self.high:
             raise SearchSpaceError(f"{name}: {value!r} is outside [{self.low}, {self.high}]")
@@ -115,7 +144,7 @@ class Int:
     def __post_init__(self) -> None:
         for field in ("low", "high"):
             v = getattr(self, field)
-            if not (_is_real(v) and float(v).is_integer()):
+            if not _is_whole(v):
                 raise SearchSpaceError(f"Int: {field} must be an integer, got {v!r}")
             object.__setattr__(self, field, int(v))
         if self.low >= self.high:
@@ -149,7 +178,7 @@ class Int:
         ).reshape(u.shape)
 
     def check(self, name: str, value: Any) -> ParamValue:
-        if not _is_real(value) or not float(value).is_integer():
+        if not _is_whole(value):
             raise SearchSpaceError(f"{name}: expected an integer, got {value!r}")
         if not self.low <= value <= self.high:
             raise SearchSpaceError(f"{name}: {value!r} is outside [{self.low}, {self.high}]")
@@ -177,12 +206,13 @@ class Categorical:
         if not choices:
             raise SearchSpaceError("Categorical: choices must not be empty")
         for c in choices:
-            if not isinstance(c, str | int | float | bool):
+            if _kind(c) is None:
                 raise SearchSpaceError(
                     f"Categorical: choices must be str, int, float or bool, got {c!r}"
                 )
-            if isinstance(c, float) and not math.isfinite(c):
+            if _kind(c) == "float" and not math.isfinite(c):
                 raise SearchSpaceError(f"Categorical: choices must be finite, got {c!r}")
+        choices = tuple(_plain(c) for c in choices)
         keys = [(type(c), c) for c in choices]
         if len(set(keys)) != len(keys):
             raise SearchSpaceError(f"Categorical: choices must be distinct, got {list(choices)}")
@@ -203,8 +233,9 @@ class Categorical:
         return len(self.choices)
 
     def _index(self, value: Any) -> int | None:
+        kind = _kind(value)
         for i, c in enumerate(self.choices):
-            if type(c) is type(value) and c == value:
+            if _kind(c) == kind and c == value:
                 return i
         return None
 
@@ -222,9 +253,10 @@ class Categorical:
         return out
 
     def check(self, name: str, value: Any) -> ParamValue:
-        if self._index(value) is None:
+        idx = self._index(value)
+        if idx is None:
             raise SearchSpaceError(f"{name}: {value!r} is not one of {list(self.choices)}")
-        return value
+        return self.choices[idx]
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "categorical", "choices": list(self.choices)}

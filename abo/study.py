@@ -55,6 +55,7 @@ DIRECTIONS = ("minimize", "maximize")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DUPLICATE_TOL = 1e-6
 MIN_OBSERVATIONS = 2
+MAX_SEED = 2**63  # stored as a signed 64-bit integer
 
 
 def check_value(value: Any, field: str = "value") -> float:
@@ -70,7 +71,12 @@ def check_value(value: Any, field: str = "value") -> float:
             value = float(value)  # numpy scalars and other real-likes
         except (TypeError, ValueError):
             raise InvalidValueError(f"{field}: expected a real number, got {value!r}") from None
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise InvalidValueError(
+            f"{field}: must be finite, got an integer of {value.bit_length()} bits"
+        ) from None
     if not math.isfinite(out):
         raise InvalidValueError(f"{field}: must be finite, got {out!r}")
     return out
@@ -172,8 +178,14 @@ class Study:
         return self._storage.reap(self._record)
 
     def heartbeat(self, trial_id: int) -> Trial:
-        """Extend a running trial's lease by the study's ``lease_seconds``."""
-        return self._storage.heartbeat(self._record, _check_trial_id(trial_id))
+        """Extend a running trial's lease by the study's ``lease_seconds``.
+
+        A lease that already expired is not revived: the trial is marked ``lost`` (as the next
+        ask or tell anywhere would) and ``TrialStateError`` says so, whoever reaps first.
+        """
+        trial_id = _check_trial_id(trial_id)
+        self._storage.reap(self._record)
+        return self._storage.heartbeat(self._record, trial_id)
 
     def tell(
         self,
@@ -502,13 +514,19 @@ def create_study(
         raise AboError(f"noise: expected one of {', '.join(NOISE_MODES)}, got {noise!r}")
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise AboError(f"seed: expected a non-negative integer, got {seed!r}")
-    if n_initial is not None and (not isinstance(n_initial, int) or n_initial < 1):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < MAX_SEED:
+        raise AboError(f"seed: expected an integer in [0, 2**63), got {seed!r}")
+    if n_initial is not None and (
+        isinstance(n_initial, bool) or not isinstance(n_initial, int) or n_initial < 1
+    ):
         raise AboError(f"n_initial: expected a positive integer, got {n_initial!r}")
-    if not (isinstance(lease_seconds, int | float) and lease_seconds > 0):
-        raise AboError(f"lease_seconds: expected a positive number, got {lease_seconds!r}")
-    if not isinstance(max_retries, int) or max_retries < 0:
+    if (
+        isinstance(lease_seconds, bool)
+        or not isinstance(lease_seconds, int | float)
+        or not 0 < lease_seconds < math.inf
+    ):
+        raise AboError(f"lease_seconds: expected a positive, finite number, got {lease_seconds!r}")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise AboError(f"max_retries: expected a non-negative integer, got {max_retries!r}")
     config = StudyConfig(
         n_initial=n_initial,

@@ -108,6 +108,8 @@ def test_spaces_with_differently_typed_choices_differ() -> None:
         (lambda: Float(0.0, 1.0, log=True), ["log", "low"]),
         (lambda: Float(-1.0, 1.0, log=True), ["log", "low"]),
         (lambda: Float(0.0, math.inf), ["finite"]),
+        (lambda: Float(0.0, 10**400), ["finite"]),
+        (lambda: Float("0", 1.0), ["low", "real"]),
         (lambda: Int(3, 3), ["low", "high"]),
         (lambda: Int(5, 1), ["low", "high"]),
         (lambda: Int(0, 10, log=True), ["log", "low"]),
@@ -154,6 +156,9 @@ GOOD = {"x": 0.0, "lr": 1e-3, "n": 2, "width": 64, "opt": "adam"}
         ({"n": "2"}, "n", "integer"),
         ({"opt": "adagrad"}, "opt", "not one of"),
         ({"opt": 1}, "opt", "not one of"),
+        ({"x": 10**400}, "x", "outside"),
+        ({"n": 10**400}, "n", "outside"),
+        ({"n": math.inf}, "n", "integer"),
     ],
 )
 def test_validate_names_the_bad_field(change: dict, field: str, reason: str) -> None:
@@ -190,3 +195,14 @@ def test_validate_accepts_numpy_scalars_as_plain_python_values() -> None:
     out = SPACE.validate({**GOOD, "x": np.float32(0.5), "n": np.int64(3)})
     assert out["x"] == 0.5 and type(out["x"]) is float
     assert out["n"] == 3 and type(out["n"]) is int
+
+
+def test_categorical_matches_numpy_values_and_stores_plain_ones() -> None:
+    np = pytest.importorskip("numpy")
+    cat = Categorical([np.int64(1), 2, np.float64(0.5), np.str_("a"), True])
+    assert [type(c) for c in cat.choices] == [int, int, float, str, bool]
+    assert cat == Categorical([1, 2, 0.5, "a", True])
+    assert cat.check("c", np.int64(2)) == 2 and type(cat.check("c", np.int64(2))) is int
+    assert cat.check("c", np.str_("a")) == "a"
+    with pytest.raises(SearchSpaceError, match="not one of"):
+        cat.check("c", 1.0)  # a float is not the int choice 1

@@ -136,7 +136,12 @@ def test_unopenable_storage_raises_storage_error(url: str) -> None:
         ({"seed": 1.5}, "seed"),
         ({"n_initial": 0}, "n_initial"),
         ({"lease_seconds": 0}, "lease_seconds"),
+        ({"seed": 2**64}, "seed"),
+        ({"n_initial": True}, "n_initial"),
+        ({"lease_seconds": math.inf}, "lease_seconds"),
+        ({"lease_seconds": math.nan}, "lease_seconds"),
         ({"max_retries": -1}, "max_retries"),
+        ({"max_retries": True}, "max_retries"),
         ({"noise": "loud"}, "noise"),
     ],
 )
@@ -205,6 +210,15 @@ def test_tell_accepts_numpy_and_tensor_scalars() -> None:
     assert s.tell(b.id, torch.tensor(2.0)).value == 2.0
 
 
+def test_numpy_params_are_stored_as_plain_python_values(sqlite_url: str) -> None:
+    np = pytest.importorskip("numpy")
+    s = abo.create_study(SPACE, name="np", storage=sqlite_url, strategy="random", seed=4)
+    s.add({"x": np.float64(0.5), "k": np.int64(3), "c": np.str_("b")}, np.float32(1.0))
+    (t,) = abo.load_study("np", storage=sqlite_url).trials
+    assert t.params == {"x": 0.5, "k": 3, "c": "b"} and t.value == 1.0
+    assert [type(v) for v in t.params.values()] == [float, int, str]
+
+
 def test_enqueued_params_come_back_from_the_next_ask() -> None:
     s = abo.create_study(SPACE, strategy="random", seed=4)
     first = {"x": 0.25, "k": 3, "c": "b"}
@@ -242,6 +256,7 @@ def test_added_results_are_done_trials_the_model_uses() -> None:
         (None, "real number"),
         ([0.3], "real number"),
         (True, "real number"),
+        (10**400, "finite"),
     ],
 )
 def test_tell_with_a_bad_value_changes_nothing(study: abo.Study, value: Any, reason: str) -> None:
@@ -303,6 +318,8 @@ GOOD = {"x": 0.0, "k": 2, "c": "a"}
         ({**GOOD, "k": 2.5}, "k", "integer"),
         ({**GOOD, "c": "d"}, "c", "not one of"),
         ({**GOOD, "x": math.nan}, "x", "finite"),
+        ({**GOOD, "x": 10**400}, "x", "outside"),
+        ({**GOOD, "k": 10**400}, "k", "outside"),
     ],
 )
 @pytest.mark.parametrize("call", ["enqueue", "add"])
@@ -384,6 +401,16 @@ def test_heartbeat_keeps_a_trial_alive_past_its_first_expiry(storage_url: str) -
     assert s.trial(t.id).state is TrialState.RUNNING
     assert nxt.retry_of is None and nxt.attempt == 0
     assert s.tell(t.id, 2.0).state is TrialState.DONE
+
+
+def test_a_heartbeat_after_expiry_does_not_revive_the_trial(storage_url: str) -> None:
+    s = lease_study(storage_url)
+    t = s.ask()
+    time.sleep(LEASE + 0.2)  # expired, and nobody has reaped it yet
+    with pytest.raises(TrialStateError, match="lost"):
+        s.heartbeat(t.id)
+    assert s.trial(t.id).state is TrialState.LOST
+    assert s.ask().retry_of == t.id
 
 
 def test_a_second_loss_is_not_requeued_after_max_retries(storage_url: str) -> None:
