@@ -1,0 +1,161 @@
+"""The command line end to end, in subprocesses: abo demo, abo run (example, resume, signals)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import abo
+from abo.trial import TrialState
+
+ROOT = Path(__file__).resolve().parents[1]
+ABO = [sys.executable, "-m", "abo.cli"]
+pytestmark = pytest.mark.slow
+
+
+def _abo(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ABO, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_demo_end_to_end_and_resume(tmp_path: Path) -> None:
+    args = [
+        "demo",
+        "--trials",
+        "8",
+        "--workers",
+        "2",
+        "--min-seconds",
+        "0.05",
+        "--max-seconds",
+        "0.2",
+    ]
+    out = _abo(*args, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "best value" in out.stdout and "utilization" in out.stdout
+    db = tmp_path / "abo.db"
+    assert db.exists()
+    names = [s.name for s in abo.storage.SQLStorage(f"sqlite:///{db}").list_studies()]
+    assert len(names) == 1
+    study = abo.load_study(names[0], storage=f"sqlite:///{db}")
+    assert sum(t.state is TrialState.DONE for t in study.trials) == 8
+    assert (tmp_path / f"{names[0]}-convergence.png").stat().st_size > 1000
+    # a second run is a new study; --resume continues the first one
+    assert _abo(*args, cwd=tmp_path).returncode == 0
+    assert len(abo.storage.SQLStorage(f"sqlite:///{db}").list_studies()) == 2
+    out = _abo(*args[:3], "--resume", names[0], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert len(abo.load_study(names[0], storage=f"sqlite:///{db}")) == 16
+
+
+def _example(tmp_path: Path, n_trials: int, kind: str = "local", sleep: float = 0.2) -> Path:
+    folder = tmp_path / "quadratic"
+    folder.mkdir()
+    (folder / "objective.py").write_text((ROOT / "examples/quadratic/objective.py").read_text())
+    text = (ROOT / "examples/quadratic/study.toml").read_text()
+    text = text.replace("n_trials = 16", f"n_trials = {n_trials}")
+    text = text.replace('kind = "local"', f'kind = "{kind}"')
+    text = text.replace("--solver {solver}", f"--solver {{solver}} --sleep {sleep}")
+    (folder / "study.toml").write_text(text)
+    return folder / "study.toml"
+
+
+def test_the_example_study_file_runs(tmp_path: Path) -> None:
+    toml = _example(tmp_path, n_trials=6)
+    out = _abo("run", str(toml), "--quiet", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    study = abo.load_study("quadratic", storage=f"sqlite:///{toml.parent / 'quadratic.db'}")
+    done = [t for t in study.trials if t.state is TrialState.DONE]
+    assert len(done) == 6
+    assert all(t.user["iterations"] == 10 * t.params["layers"] for t in done)
+    assert all(Path(t.user["stdout"]).exists() for t in done)
+    # the budget is the study's: running it again has nothing left to do
+    again = _abo("run", str(toml), "--resume", "quadratic", cwd=tmp_path)
+    assert again.returncode == 0 and "already done" in again.stdout
+
+
+def test_driver_killed_then_resumed(tmp_path: Path) -> None:
+    toml = _example(tmp_path, n_trials=10, kind="threads", sleep=1.0)
+    db = f"sqlite:///{toml.parent / 'quadratic.db'}"
+    proc = subprocess.Popen(
+        [*ABO, "run", str(toml), "--quiet"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until some results are told and some are running
+        time.sleep(0.5)
+        try:
+            with sqlite3.connect(toml.parent / "quadratic.db") as conn:
+                done = conn.execute("select count(*) from abo_trials where state='done'").fetchone()
+        except sqlite3.Error:
+            continue
+        if done[0] >= 3:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = abo.load_study("quadratic", storage=db)
+    told = {t.id: t.value for t in before.trials if t.state is TrialState.DONE}
+    orphans = [t.id for t in before.trials if t.state is TrialState.RUNNING]
+    assert told and orphans
+    out = _abo("run", str(toml), "--resume", "quadratic", "--quiet", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    after = abo.load_study("quadratic", storage=db)
+    assert {t.id: t.value for t in after.trials if t.id in told} == told  # nothing told is lost
+    assert all(after.trial(i).state is TrialState.LOST for i in orphans)
+    assert {t.retry_of for t in after.trials if t.retry_of} == set(orphans)
+    ids = [t.id for t in after.trials]
+    assert ids == list(range(1, len(ids) + 1))  # no id repeats, no gaps
+    assert sum(t.state in (TrialState.DONE, TrialState.FAILED) for t in after.trials) == 10
+    assert not after.pending
+
+
+def test_sigterm_drains_and_exits_cleanly(tmp_path: Path) -> None:
+    toml = _example(tmp_path, n_trials=40, kind="threads", sleep=0.5)
+    proc = subprocess.Popen(
+        [*ABO, "run", str(toml), "--quiet", "--grace", "20"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(8)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "stopped: SIGTERM" in stdout
+    study = abo.load_study("quadratic", storage=f"sqlite:///{toml.parent / 'quadratic.db'}")
+    assert not study.pending  # running ones finished within the grace period and were told
+    assert 0 < sum(t.state is TrialState.DONE for t in study.trials) < 40
+
+
+def test_failure_rate_exit_code_and_config_errors(tmp_path: Path) -> None:
+    toml = _example(tmp_path, n_trials=30, kind="threads", sleep=0.0)
+    text = toml.read_text().replace(
+        "python {here}/objective.py", "python -c 'import sys; sys.exit(1)'"
+    )
+    toml.write_text(text)
+    out = _abo("run", str(toml), "--quiet", cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    assert "stopped" in out.stderr and "failed" in out.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[study]\nn_trials = 0\n[space]\nx = {type = "float", low = 0, high = 1}\n'
+        '[objective]\ncommand = "true"\n'
+    )
+    out = _abo("run", str(bad), cwd=tmp_path)
+    assert out.returncode == 1 and "study.n_trials" in out.stderr
