@@ -51,6 +51,7 @@ from abo.space import ParamValue, Space
 from abo.trial import Trial, TrialState
 
 SCHEMA_VERSION = 1
+MAX_ID = 2**31  # trial numbers are 32-bit INTEGER columns
 
 
 @dataclass(frozen=True)
@@ -666,7 +667,8 @@ class SQLStorage(Storage):
             )[0]
 
     def _get(self, conn: Connection, study: StudyRecord, trial_id: int) -> Trial:
-        found = self._select(conn, study, numbers=[trial_id])
+        # ids beyond the INTEGER column overflow the driver (OverflowError, DataError): no such id
+        found = self._select(conn, study, numbers=[trial_id]) if 0 < trial_id < MAX_ID else []
         if not found:
             raise TrialNotFoundError(f"trial_id: study {study.name!r} has no trial {trial_id}")
         return found[0]

@@ -229,3 +229,18 @@ def test_in_memory_storage_keeps_the_same_contract() -> None:
 def test_non_string_url_raises_storage_error() -> None:
     with pytest.raises(StorageError, match="storage"):
         SQLStorage(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("trial_id", [0, -1, 2**31, 2**40, 2**70])
+def test_ids_outside_the_column_range_are_simply_not_found(
+    store: SQLStorage, trial_id: int
+) -> None:
+    study = store.create_study(record())
+    store.start_trials(study, points(1), [{}])
+    with pytest.raises(TrialNotFoundError, match="trial_id"):
+        store.trial(study, trial_id)
+    with pytest.raises(TrialNotFoundError, match="trial_id"):
+        store.finish(study, trial_id, TrialState.DONE, value=1.0)
+    with pytest.raises(TrialNotFoundError, match="trial_id"):
+        store.heartbeat(study, trial_id)
+    assert [t.state for t in store.trials(study)] == [TrialState.RUNNING]

@@ -268,13 +268,14 @@ def test_tell_with_a_bad_value_changes_nothing(study: abo.Study, value: Any, rea
     assert snapshot(study) == before
 
 
-@pytest.mark.parametrize("call", ["tell", "fail", "heartbeat"])
-def test_unknown_trial_id_changes_nothing(study: abo.Study, call: str) -> None:
+@pytest.mark.parametrize("trial_id", [99, 0, -5, 2**40, 2**70])
+@pytest.mark.parametrize("call", ["tell", "fail", "heartbeat", "trial", "lose"])
+def test_unknown_trial_id_changes_nothing(study: abo.Study, call: str, trial_id: int) -> None:
     before = snapshot(study)
-    args = (99, 1.0) if call == "tell" else (99,)
+    args = {"tell": (trial_id, 1.0), "lose": (trial_id, "gone")}.get(call, (trial_id,))
     with pytest.raises(TrialNotFoundError) as info:
         getattr(study, call)(*args)
-    assert str(info.value).startswith("trial_id:") and "99" in str(info.value)
+    assert str(info.value).startswith("trial_id:") and str(trial_id) in str(info.value)
     with pytest.raises(AboError, match="trial_id"):
         study.tell("1", 1.0)
     assert snapshot(study) == before
