@@ -3,7 +3,15 @@
 Importing this package registers the built-in strategies by name (see ``abo.strategies()``).
 """
 
-from abo.acquisitions import qlognei, random  # noqa: F401 - registration side effects
+from abo.acquisitions import (  # noqa: F401 - registration side effects
+    aegis,
+    believer,
+    local_penalization,
+    qlognei,
+    random,
+    thompson,
+    ucb,
+)
 from abo.acquisitions.base import Proposal, ProposalContext, Strategy
 
 __all__ = ["Proposal", "ProposalContext", "Strategy"]

@@ -1,0 +1,378 @@
+"""``playbook`` and ``lp``: local penalisation of the busy points (PLAyBOOK-HL and LP).
+
+Instead of fantasising outcomes at the busy points, a positive base acquisition (UCB with
+``kappa = 2`` on the standardised model, made positive by a softplus) is multiplied by one
+penaliser per busy point ``x_j``. The penaliser's exclusion radius comes from a Lipschitz
+argument: with ``M`` the best observed utility and ``L`` a Lipschitz constant of the posterior
+mean, no point closer than ``r_j = |mu(x_j) - M| / L`` to ``x_j`` can beat ``M``, give or take
+``s_j = sigma(x_j) / L``. Everything runs in log space.
+
+* ``playbook`` (Alvi et al., ICML 2019, "PLAyBOOK-HL"): the *hard* penaliser
+  ``phi = ((||x - x_j|| / (r_j + s_j))^p + 1)^(1/p)`` with ``p = -5`` — exactly 0 at the busy
+  point, 1 far away — and a *local* Lipschitz constant per busy point (max of ``||grad mu||``
+  in a box one lengthscale wide around it).
+* ``lp`` (González et al., AISTATS 2016): the soft penaliser
+  ``phi = Phi((||x - x_j|| - r_j) / s_j)`` with one global Lipschitz constant.
+
+Several points in one call are chosen greedily: each chosen point becomes a busy point.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Literal
+
+import numpy as np
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from botorch.utils.transforms import t_batch_mode_transform
+from scipy.optimize import minimize
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from abo.acquisitions.base import Proposal, ProposalContext
+from abo.acquisitions.optimize import OptimizerBudget, maximize
+from abo.exceptions import AboError
+from abo.registry import register_strategy
+
+HLP_POWER = -5.0
+LIPSCHITZ_FLOOR = 1e-7  # below this the model is flat: use LIPSCHITZ_FALLBACK instead
+LIPSCHITZ_FALLBACK = 10.0
+SIGMA_FLOOR = 1e-8
+RADIUS_FLOOR = 1e-12
+LOG_PHI_FLOOR = math.log(1e-12)  # keeps log-penalties (and their gradients) finite
+
+Penalizer = Literal["hlp", "lp"]
+
+
+# -- penalisers ---------------------------------------------------------------------------------
+def hlp_penalizer(dist: Tensor, r: Tensor, s: Tensor, p: float = HLP_POWER) -> Tensor:
+    """Hard local penaliser ``((dist / (r + s))^p + 1)^(1/p)``: 0 at ``dist = 0``, 1 far away.
+
+    Args:
+        dist: ``... x m`` distances to the ``m`` busy points.
+        r, s: ``m`` exclusion radii and their uncertainties (same units as ``dist``).
+        p: a negative power; the factor is a smooth ``min(dist / (r + s), 1)``.
+    """
+    c = dist / (r + s).clamp_min(RADIUS_FLOOR)
+    return (c.pow(p) + 1.0).pow(1.0 / p)
+
+
+def log_hlp_penalizer(dist: Tensor, r: Tensor, s: Tensor, p: float = HLP_POWER) -> Tensor:
+    """``log hlp_penalizer``, floored at ``log(1e-12)`` so it and its gradient stay finite."""
+    log_c = dist.clamp_min(1e-300).log() - (r + s).clamp_min(RADIUS_FLOOR).log()
+    out = torch.logaddexp(p * log_c, torch.zeros_like(log_c)) / p
+    return out.clamp_min(LOG_PHI_FLOOR)
+
+
+def lp_penalizer(dist: Tensor, r: Tensor, s: Tensor) -> Tensor:
+    """Soft local penaliser ``Phi((dist - r) / s)`` of González et al. (2016), in ``(0, 1)``."""
+    return torch.special.ndtr((dist - r) / s.clamp_min(SIGMA_FLOOR))
+
+
+def log_lp_penalizer(dist: Tensor, r: Tensor, s: Tensor) -> Tensor:
+    """``log lp_penalizer`` computed without underflow (strictly negative, finite)."""
+    return torch.special.log_ndtr((dist - r) / s.clamp_min(SIGMA_FLOOR))
+
+
+def log_softplus(a: Tensor) -> Tensor:
+    """``log(log(1 + exp(a)))`` without underflow for very negative ``a``."""
+    sp = torch.nn.functional.softplus(a)
+    return torch.where(a < -30.0, a, sp.clamp_min(1e-300).log())
+
+
+# -- the standardised posterior ---------------------------------------------------------------
+def _outcome_scale(model: Model) -> tuple[Tensor | float, Tensor | float]:
+    """``(shift, scale)`` that map the model's outputs to its standardised scale."""
+    tf = getattr(model, "outcome_transform", None)
+    if isinstance(tf, Standardize):
+        return tf.means.reshape(-1)[0], tf.stdvs.reshape(-1)[0]
+    return 0.0, 1.0
+
+
+def standardized_posterior(model: Model, X: Tensor) -> tuple[Tensor, Tensor]:
+    """Marginal posterior mean and std at ``... x d`` points, on the standardised scale."""
+    shift, scale = _outcome_scale(model)
+    post = model.posterior(X.unsqueeze(-2))  # one point per batch: no joint covariance
+    mean = (post.mean.squeeze(-1).squeeze(-1) - shift) / scale
+    std = post.variance.squeeze(-1).squeeze(-1).clamp_min(SIGMA_FLOOR**2).sqrt() / scale
+    return mean, std
+
+
+def standardize_utility(model: Model, y: Tensor) -> Tensor:
+    """Utilities ``y`` on the model's standardised scale."""
+    shift, scale = _outcome_scale(model)
+    return (y - shift) / scale
+
+
+# -- Lipschitz constants ------------------------------------------------------------------------
+_LIPSCHITZ_CACHE: weakref.WeakKeyDictionary[Model, dict[tuple, float]] = weakref.WeakKeyDictionary()
+
+
+def _grad_norm(model: Model, X: Tensor, create_graph: bool = False) -> Tensor:
+    """``||grad mu(x)||`` (standardised mean) at each of ``k x d`` points."""
+    if not X.requires_grad:
+        X = X.detach().clone().requires_grad_(True)
+    shift, scale = _outcome_scale(model)
+    with torch.enable_grad():
+        mean = (model.posterior(X.unsqueeze(-2)).mean.squeeze(-1).squeeze(-1) - shift) / scale
+        (grad,) = torch.autograd.grad(mean.sum(), X, create_graph=create_graph)
+    return grad.norm(dim=-1)
+
+
+def _maximize_grad_norm(model: Model, start: Tensor, lower: Tensor, upper: Tensor, maxiter: int):
+    """L-BFGS-B on all ``m x d`` starts at once (the objective is separable per row)."""
+    shape = start.shape
+
+    def f(z: np.ndarray) -> tuple[float, np.ndarray]:
+        Z = torch.from_numpy(z).to(start).reshape(shape).requires_grad_(True)
+        with torch.enable_grad():
+            norms = _grad_norm(model, Z, create_graph=True)
+            (g,) = torch.autograd.grad(-norms.sum(), Z)
+        return float(-norms.sum().detach()), g.detach().reshape(-1).cpu().numpy()
+
+    bounds = list(zip(lower.reshape(-1).tolist(), upper.reshape(-1).tolist(), strict=True))
+    res = minimize(
+        f,
+        start.detach().reshape(-1).cpu().numpy(),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": maxiter},
+    )
+    return torch.from_numpy(res.x).to(start).reshape(shape)
+
+
+def estimate_lipschitz(
+    model: Model,
+    bounds: Tensor,
+    centers: Tensor | None = None,
+    box: Tensor | None = None,
+    n_samples: int = 500,
+    maxiter: int = 20,
+    seed: int = 0,
+) -> Tensor:
+    """Lipschitz constants ``max ||grad mu||`` of the standardised posterior mean.
+
+    Global (``centers=None``): one constant over ``bounds``. Local: one per row of the
+    ``m x d`` ``centers``, over ``[c - box/2, c + box/2]`` intersected with ``bounds``. Each is
+    found by ``n_samples`` Sobol points and L-BFGS-B from the best; a value below ``1e-7`` (a
+    flat model) becomes 10. Results are cached per model object, so refits recompute them.
+
+    Args:
+        model: a fitted single-output model.
+        bounds: ``2 x d`` bounds of the search space.
+        centers: ``m x d`` busy points for local constants, or ``None`` for a global one.
+        box: ``d`` box widths (the kernel lengthscales) for local constants.
+        n_samples: Sobol points per region.
+        maxiter: L-BFGS-B iterations.
+        seed: Sobol seed (fixed, so cached and fresh results agree).
+
+    Returns:
+        ``m`` constants (``1`` for a global estimate).
+    """
+    bounds = bounds.to(torch.double)
+    d = bounds.shape[-1]
+    if centers is None:
+        centers_ = ((bounds[0] + bounds[1]) / 2).unsqueeze(0)
+        half = ((bounds[1] - bounds[0]) / 2).unsqueeze(0)
+        kind = "global"
+    else:
+        if box is None:
+            raise AboError("box: local Lipschitz constants need the box widths")
+        centers_ = centers.to(bounds)
+        half = (box.to(bounds).reshape(-1).expand(d) / 2).unsqueeze(0).expand_as(centers_)
+        kind = "local"
+    lower = torch.maximum(centers_ - half, bounds[0])
+    upper = torch.minimum(centers_ + half, bounds[1])
+    cache = _LIPSCHITZ_CACHE.setdefault(model, {})
+    keys = [
+        (kind, n_samples, maxiter, seed, tuple(lo.tolist()), tuple(hi.tolist()))
+        for lo, hi in zip(lower, upper, strict=True)
+    ]
+    todo = [i for i, k in enumerate(keys) if k not in cache]
+    if todo:
+        lo, hi = lower[todo], upper[todo]
+        unit = SobolEngine(d, scramble=True, seed=seed).draw(n_samples, dtype=torch.double)
+        pts = lo.unsqueeze(1) + (hi - lo).unsqueeze(1) * unit  # m x n x d
+        norms = _grad_norm(model, pts.reshape(-1, d)).reshape(len(todo), n_samples)
+        best_val, best_idx = norms.max(dim=-1)
+        start = pts[torch.arange(len(todo)), best_idx]
+        try:
+            polished = _maximize_grad_norm(model, start, lo, hi, maxiter)
+            val = _grad_norm(model, polished)
+            best_val = torch.where(torch.isfinite(val), torch.maximum(val, best_val), best_val)
+        except (RuntimeError, ValueError):  # a non-finite second derivative: keep Sobol's best
+            pass
+        for i, v in zip(todo, best_val.tolist(), strict=True):
+            cache[keys[i]] = v if v >= LIPSCHITZ_FLOOR else LIPSCHITZ_FALLBACK
+    return torch.tensor([cache[k] for k in keys], dtype=torch.double)
+
+
+def kernel_lengthscale(model: Model, d: int) -> Tensor | None:
+    """The ``d`` kernel lengthscales (abo's GP takes unit-cube inputs), if the model has any."""
+    kernel = getattr(model, "covar_module", None)
+    while kernel is not None:
+        ls = getattr(kernel, "lengthscale", None)
+        if ls is not None:
+            return ls.detach().reshape(-1).to(torch.double).expand(d)
+        kernel = getattr(kernel, "base_kernel", None)
+    return None
+
+
+# -- the penalised acquisition ------------------------------------------------------------------
+class LocallyPenalizedAcquisition(AcquisitionFunction):
+    """``log softplus(UCB(x)) + sum_j log phi(x; x_j)`` on the standardised model.
+
+    Args:
+        model: a fitted single-output GP (utilities: larger is better).
+        best_f: ``M``, the best observed utility (on the model's original scale).
+        X_busy: ``m x d`` busy points (may be empty).
+        bounds: ``2 x d`` search bounds (for the Lipschitz search).
+        penalizer: ``"hlp"`` (hard, exactly 0 at a busy point) or ``"lp"`` (soft).
+        lipschitz: ``"local"`` (one constant per busy point) or ``"global"``.
+        kappa: UCB exploration weight on the standardised scale.
+        p: the HLP power (negative).
+        n_lipschitz_samples, lipschitz_maxiter: the Lipschitz search budget.
+
+    Example:
+        >>> acq = LocallyPenalizedAcquisition(model, Y.max(), X_busy, bounds)  # doctest: +SKIP
+        >>> acq(X.unsqueeze(1))  # b x 1 x d -> b log-values  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        best_f: float | Tensor,
+        X_busy: Tensor,
+        bounds: Tensor,
+        penalizer: Penalizer = "hlp",
+        lipschitz: Literal["local", "global"] = "local",
+        kappa: float = 2.0,
+        p: float = HLP_POWER,
+        n_lipschitz_samples: int = 128,
+        lipschitz_maxiter: int = 10,
+    ) -> None:
+        super().__init__(model=model)
+        if penalizer not in ("hlp", "lp"):
+            raise AboError(f"penalizer: expected 'hlp' or 'lp', got {penalizer!r}")
+        if lipschitz not in ("local", "global"):
+            raise AboError(f"lipschitz: expected 'local' or 'global', got {lipschitz!r}")
+        self.penalizer = penalizer
+        self.kappa = float(kappa)
+        self.p = float(p)
+        d = bounds.shape[-1]
+        X_busy = X_busy.detach().to(torch.double).reshape(-1, d)
+        self.register_buffer("X_busy", X_busy)
+        if X_busy.shape[0] == 0:
+            r = s = L = torch.zeros(0, dtype=torch.double)
+        else:
+            ls = kernel_lengthscale(model, d) if lipschitz == "local" else None
+            if ls is None:
+                L = estimate_lipschitz(
+                    model, bounds, None, None, n_lipschitz_samples, lipschitz_maxiter
+                ).expand(X_busy.shape[0])
+            else:
+                L = estimate_lipschitz(
+                    model, bounds, X_busy, ls, n_lipschitz_samples, lipschitz_maxiter
+                )
+            with torch.no_grad():
+                mu, sigma = standardized_posterior(model, X_busy)
+                M = standardize_utility(model, torch.as_tensor(best_f).to(mu))
+            r = (mu - M).abs() / L
+            s = sigma / L
+        self.register_buffer("L", L)
+        self.register_buffer("r", r.detach())
+        self.register_buffer("s", s.detach())
+
+    def log_penalty(self, X: Tensor) -> Tensor:
+        """``sum_j log phi(x; x_j)`` at ``b x d`` points (0 without busy points)."""
+        if self.X_busy.shape[0] == 0:
+            return torch.zeros(X.shape[:-1], dtype=X.dtype, device=X.device)
+        diff = X.unsqueeze(-2) - self.X_busy  # b x m x d
+        dist = diff.pow(2).sum(-1).clamp_min(1e-30).sqrt()
+        if self.penalizer == "hlp":
+            logs = log_hlp_penalizer(dist, self.r, self.s, self.p)
+        else:
+            logs = log_lp_penalizer(dist, self.r, self.s)
+        return logs.sum(-1)
+
+    @t_batch_mode_transform(expected_q=1)
+    def forward(self, X: Tensor) -> Tensor:
+        """``b x 1 x d`` -> ``b`` penalised log-acquisition values."""
+        X = X.squeeze(-2)
+        mean, std = standardized_posterior(self.model, X)
+        return log_softplus(mean + self.kappa * std) + self.log_penalty(X)
+
+
+# -- the strategies -------------------------------------------------------------------------------
+class _PenalizedStrategy:
+    """Greedy penalised UCB: shared by ``playbook`` and ``lp``."""
+
+    name = ""
+    needs_model = True
+    penalizer: Penalizer = "hlp"
+    lipschitz: Literal["local", "global"] = "local"
+
+    def __init__(
+        self,
+        kappa: float = 2.0,
+        raw_samples: int = 512,
+        num_restarts: int = 6,
+        n_lipschitz_samples: int = 128,
+        lipschitz_maxiter: int = 10,
+    ) -> None:
+        if not (isinstance(kappa, int | float) and math.isfinite(kappa) and kappa >= 0):
+            raise AboError(f"kappa: expected a non-negative number, got {kappa!r}")
+        self.kappa = float(kappa)
+        self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
+        self.n_lipschitz_samples = n_lipschitz_samples
+        self.lipschitz_maxiter = lipschitz_maxiter
+
+    def acquisition(self, ctx: ProposalContext, X_busy: Tensor) -> LocallyPenalizedAcquisition:
+        """The penalised acquisition for ``ctx``'s model with ``X_busy`` busy."""
+        assert ctx.model is not None
+        return LocallyPenalizedAcquisition(
+            ctx.model,
+            best_f=ctx.Y.max(),
+            X_busy=X_busy,
+            bounds=ctx.bounds,
+            penalizer=self.penalizer,
+            lipschitz=self.lipschitz,
+            kappa=self.kappa,
+            n_lipschitz_samples=self.n_lipschitz_samples,
+            lipschitz_maxiter=self.lipschitz_maxiter,
+        )
+
+    def propose(self, ctx: ProposalContext, n: int) -> Proposal:
+        busy = ctx.X_pending.to(torch.double)
+        chosen = []
+        for _ in range(n):
+            x, _ = maximize(self.acquisition(ctx, busy), ctx, self.budget)
+            x = ctx.round(x)
+            chosen.append(x)
+            busy = torch.cat([busy, x])
+        return Proposal(torch.cat(chosen), [{"strategy": self.name} for _ in range(n)])
+
+
+@register_strategy(
+    "playbook", "PLAyBOOK-HL: UCB times hard local penalisers with local Lipschitz constants"
+)
+class PlaybookStrategy(_PenalizedStrategy):
+    """PLAyBOOK-HL (Alvi et al. 2019): hard penalisers, one Lipschitz constant per busy point."""
+
+    name = "playbook"
+    penalizer: Penalizer = "hlp"
+    lipschitz: Literal["local", "global"] = "local"
+
+
+@register_strategy("lp", "local penalisation (Gonzalez et al. 2016): soft penalisers, global L")
+class LocalPenalizationStrategy(_PenalizedStrategy):
+    """Local penalisation (González et al. 2016): soft penalisers, one global constant."""
+
+    name = "lp"
+    penalizer: Penalizer = "lp"
+    lipschitz: Literal["local", "global"] = "global"

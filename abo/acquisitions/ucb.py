@@ -1,0 +1,58 @@
+"""``ucb``: plain upper confidence bound, refitted after every completion, busy points ignored.
+
+The baseline of Riegler, Odgers and Fortuin (2026), "Standard acquisition is sufficient for
+asynchronous BO": the model changes with every completion, and that alone may keep the workers
+apart. ``beta`` follows the schedule of the AEGiS harness,
+``beta_t = 2 log(d t^2 pi^2 / (6 delta))`` with ``delta = 0.01`` and ``t`` the number of
+observations, unless a constant is given (``beta = 4`` is ``kappa = 2``). BoTorch's UCB is
+``mu + sqrt(beta) sigma``. Several points in one call all come from the same model, so they
+coincide; the study replaces repeats by random points.
+"""
+
+from __future__ import annotations
+
+import math
+
+from botorch.acquisition.analytic import UpperConfidenceBound
+
+from abo.acquisitions.base import Proposal, ProposalContext
+from abo.acquisitions.optimize import OptimizerBudget, maximize
+from abo.exceptions import AboError
+from abo.registry import register_strategy
+
+DELTA = 0.01
+
+
+def beta_schedule(d: int, t: int, delta: float = DELTA) -> float:
+    """``2 log(d t^2 pi^2 / (6 delta))`` for ``t >= 1`` observations in ``d`` dimensions."""
+    return 2.0 * math.log(d * max(t, 1) ** 2 * math.pi**2 / (6.0 * delta))
+
+
+@register_strategy("ucb", "UCB refitted after every completion, busy points ignored (baseline)")
+class UCBStrategy:
+    """Upper confidence bound with no pending-point handling.
+
+    Args:
+        beta: a constant ``beta`` (``sqrt(beta)`` multiplies the std), or ``None`` for the
+            schedule above.
+        raw_samples, num_restarts: acquisition optimiser budget.
+    """
+
+    name = "ucb"
+    needs_model = True
+
+    def __init__(self, beta: float | None = None, raw_samples: int = 512, num_restarts: int = 6):
+        if beta is not None and (
+            isinstance(beta, bool) or not isinstance(beta, int | float) or not beta >= 0
+        ):
+            raise AboError(f"beta: expected a non-negative number or None, got {beta!r}")
+        self.beta = beta
+        self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
+
+    def propose(self, ctx: ProposalContext, n: int) -> Proposal:
+        assert ctx.model is not None
+        beta = self.beta if self.beta is not None else beta_schedule(ctx.dim, ctx.X.shape[0])
+        x, _ = maximize(UpperConfidenceBound(ctx.model, beta=beta), ctx, self.budget)
+        x = ctx.round(x)
+        info = {"strategy": self.name, "beta": round(float(beta), 6)}
+        return Proposal(x.expand(n, -1).clone(), [dict(info) for _ in range(n)])
