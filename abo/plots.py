@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 from abo.trial import Trial, TrialState  # noqa: E402
@@ -99,6 +100,12 @@ def timeline(trials: Sequence[Trial], out: str | Path, title: str = "") -> Path:
     end = max((e for bars in data.values() for _, _, e in bars), default=t0)
     total = len(data) * (end - t0)
     ax.set_yticks(range(len(data)), list(data) or ["(no finished trials)"])
+    states = {t.state for bars in data.values() for t, _, _ in bars}
+    handles = [
+        matplotlib.patches.Patch(color=c, label=s.value) for s, c in _COLOURS.items() if s in states
+    ]
+    if handles:
+        ax.legend(handles=handles, loc="upper right", fontsize=8)
     ax.set_xlabel("seconds since the first evaluation started")
     ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
@@ -137,10 +144,12 @@ def parallel(
     vlo, vhi = (min(values), max(values)) if values else (0.0, 1.0)
     span = vhi - vlo or 1.0
     ranked = sorted(done, key=lambda t: t.value, reverse=direction == "minimize")  # best last
-    cmap = plt.get_cmap("viridis_r" if direction == "minimize" else "viridis")
+    cmap = plt.get_cmap("viridis_r")  # dark is good
     for t in ranked:
-        ys = [position(n, t.params.get(n)) for n in names] + [(t.value - vlo) / span]
-        ax.plot(range(len(ys)), ys, color=cmap((t.value - vlo) / span), alpha=0.7, lw=1)
+        norm = (t.value - vlo) / span
+        good = 1.0 - norm if direction == "minimize" else norm
+        ys = [position(n, t.params.get(n)) for n in names] + [norm]
+        ax.plot(range(len(ys)), ys, color=cmap(good), alpha=0.8, lw=1 + good)
     for i, n in enumerate(names + ["value"]):
         ax.axvline(i, color="black", lw=0.8)
         if n == "value":
@@ -155,7 +164,7 @@ def parallel(
     ax.set_xticks(range(len(names) + 1), names + ["value"])
     ax.set_yticks([])
     ax.set_ylim(-0.12, 1.12)
-    ax.set_title(f"{title or 'parameters against value'} ({len(done)} done trials)")
+    ax.set_title(f"{title or 'parameters against value'} ({len(done)} done trials; dark is better)")
     fig.tight_layout()
     path = Path(out)
     fig.savefig(path, dpi=100)

@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import re
@@ -107,8 +106,6 @@ class _State:
         self._studies: dict[str, Study] = {}
         self._lock = threading.Lock()
         self._client_locks: dict[str, threading.Lock] = {}
-        self._ask_takes_info = "info" in inspect.signature(Study.ask_batch).parameters
-        self._client_trials: dict[tuple[str, str], set[int]] = {}  # only without ask info
 
     def study(self, name: str) -> Study:
         with self._lock:
@@ -127,26 +124,24 @@ class _State:
         with self._lock:
             return self._client_locks.setdefault(name, threading.Lock())
 
-    def ask(self, study: Study, count: int, n_workers: int | None, client_id: str | None):
+    def ask(
+        self,
+        study: Study,
+        count: int,
+        n_workers: int | None,
+        client_id: str | None,
+        info: Mapping[str, Any] | None,
+    ) -> list[Trial]:
         """Running trials of ``client_id`` first (Vizier semantics), then new ones."""
         if client_id is None:
-            return study.ask_batch(count, n_workers=n_workers)
+            return study.ask_batch(count, n_workers=n_workers, info=info)
         with self.client_lock(study.name):
-            key = (study.name, client_id)
-            mine = [
-                t
-                for t in study.pending
-                if t.info.get("client_id") == client_id or t.id in self._client_trials.get(key, ())
-            ][:count]
+            mine = [t for t in study.pending if t.info.get("client_id") == client_id][:count]
             need = count - len(mine)
             if need <= 0:
                 return mine
-            if self._ask_takes_info:
-                new = study.ask_batch(need, n_workers=n_workers, info={"client_id": client_id})
-            else:  # until Study.ask_batch stores info: remembered by this process only
-                new = study.ask_batch(need, n_workers=n_workers)
-                self._client_trials.setdefault(key, set()).update(t.id for t in new)
-            return mine + new
+            extra = {**(info or {}), "client_id": client_id}
+            return mine + study.ask_batch(need, n_workers=n_workers, info=extra)
 
 
 def _study_out(study: Study) -> s.StudyOut:
@@ -327,7 +322,7 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
     def ask(name: StudyName, body: s.AskRequest) -> s.AskResponse:
         """Start ``count`` trials (each later one sees the earlier ones as busy points)."""
         study = state.study(name)
-        trials = state.ask(study, body.count, body.n_workers, body.client_id)
+        trials = state.ask(study, body.count, body.n_workers, body.client_id, body.info)
         n_obs = [t.info.get("n_observations") for t in trials]
         n_obs_ints = [n for n in n_obs if isinstance(n, int) and not isinstance(n, bool)]
         return s.AskResponse(

@@ -33,7 +33,7 @@ from abo.exceptions import (
     TrialStateError,
     UnknownStrategyError,
 )
-from abo.space import ParamValue, Space
+from abo.space import Space
 from abo.storage import StudyConfig
 from abo.trial import Trial, TrialState
 
@@ -264,13 +264,24 @@ class RemoteStudy:
         return int(self._call("GET", "/trials", limit=1)["total"])
 
     # -- asking and telling -----------------------------------------------------------------
-    def ask(self, n_workers: int | None = None) -> Trial:
+    def ask(self, n_workers: int | None = None, info: Mapping[str, Any] | None = None) -> Trial:
         """One new running trial."""
-        return self.ask_batch(1, n_workers=n_workers)[0]
+        return self.ask_batch(1, n_workers=n_workers, info=info)[0]
 
-    def ask_batch(self, n: int, n_workers: int | None = None) -> list[Trial]:
-        """``n`` new, distinct running trials (the service caps ``n`` per call)."""
-        body = {"count": n, "n_workers": n_workers, "client_id": uuid.uuid4().hex}
+    def ask_batch(
+        self, n: int, n_workers: int | None = None, info: Mapping[str, Any] | None = None
+    ) -> list[Trial]:
+        """``n`` new, distinct running trials (the service caps ``n`` per call).
+
+        The request carries a fresh ``client_id``, so a retry after a lost answer gets the
+        trials that answer held instead of starting more.
+        """
+        body = {
+            "count": n,
+            "n_workers": n_workers,
+            "client_id": uuid.uuid4().hex,
+            "info": dict(info) if info is not None else None,
+        }
         return [_trial(t) for t in self._call("POST", "/ask", body)["trials"]]
 
     def tell(
@@ -328,17 +339,20 @@ class RemoteStudy:
 
     def optimize(
         self,
-        objective: Callable[[dict[str, ParamValue]], Any],
+        objective: Callable[..., Any],
         n_trials: int,
-        n_workers: int = 4,
+        n_workers: int | None = 4,
         executor: Executor | None = None,
         callback: Callable[[Any, Trial], None] | None = None,
         timeout: float | None = None,
+        **options: Any,
     ) -> OptimizeResult:
-        """Run ``n_trials`` evaluations asynchronously against the service (see
-        ``abo.Study.optimize``); evaluations run where ``executor`` puts them."""
+        """Run ``n_trials`` evaluations asynchronously against the service, exactly as
+        ``abo.Study.optimize`` does locally; evaluations run where ``executor`` puts them."""
         from abo.loop import run
 
+        if executor is not None and n_workers == 4:
+            n_workers = None  # the executor knows its size
         return run(
             self,  # type: ignore[arg-type]
             objective,
@@ -347,6 +361,7 @@ class RemoteStudy:
             executor=executor,
             callback=callback,
             timeout=timeout,
+            **options,
         )
 
 

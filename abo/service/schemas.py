@@ -48,6 +48,9 @@ class AskRequest(_Request):
     count: Annotated[int, Field(ge=1, le=MAX_ASK)] = 1
     n_workers: Annotated[int | None, Field(ge=1, le=100_000)] = None
     client_id: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    info: dict[str, Any] | None = Field(
+        default=None, description="Merged into each new trial's `info` (e.g. the driver)."
+    )
 
 
 class TellRequest(_Request):

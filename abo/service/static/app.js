@@ -71,7 +71,7 @@ function stepPlot(target, curve, xkey, label) {
 function parallelPlot(target, study, trials) {
   const names = Object.keys(study.space);
   const done = trials.filter((t) => t.state === "done" && t.value !== null);
-  const W = Math.max(480, 110 * (names.length + 1)), H = 260, T = 20, B = 30, L = 40, R = 40;
+  const W = Math.max(480, 110 * (names.length + 1)), H = 260, T = 20, B = 30, L = 40, R = 70;
   const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-lines": done.length });
   const axes = names.map((n) => {
     const p = study.space[n];

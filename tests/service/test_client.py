@@ -1,0 +1,117 @@
+"""``Client`` / ``RemoteStudy`` against a real service: the shape of ``abo.Study``."""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import pytest
+
+import abo
+from abo.executors import DaskExecutor, ThreadExecutor
+from abo.service import Client, RemoteStudy
+
+from .conftest import SPACE, Server, objective
+
+
+@pytest.fixture()
+def client(server: Server):
+    with Client(server.url) as c:
+        yield c
+
+
+def test_remote_study_has_the_methods_of_study() -> None:
+    wanted = [
+        "ask", "ask_batch", "tell", "fail", "lose", "heartbeat", "enqueue", "add", "optimize",
+        "trial", "__len__",
+    ]  # fmt: skip
+    for name in wanted:
+        local = inspect.signature(getattr(abo.Study, name))
+        remote = inspect.signature(getattr(RemoteStudy, name))
+        assert list(local.parameters) == list(remote.parameters), name
+    for prop in ["best", "trials", "pending", "name", "space", "direction", "config", "seed"]:
+        assert isinstance(getattr(RemoteStudy, prop), property), prop
+
+
+def test_ask_tell_and_errors_map_back(client: Client, study_name: str) -> None:
+    study = client.create_study(SPACE, name=study_name, strategy="random", seed=0)
+    assert study.name == study_name and study.space == SPACE and study.direction == "minimize"
+    assert study.config.max_retries == 1
+    trial = study.ask()
+    assert isinstance(trial, abo.Trial) and trial.state is abo.TrialState.RUNNING
+    batch = study.ask_batch(3, n_workers=4)
+    assert len({t.id for t in [trial, *batch]}) == 4
+    done = study.tell(trial.id, 0.5, {"note": "hi"}, info={"worker": "w"})
+    assert done.value == 0.5 and done.user == {"note": "hi"} and done.info["worker"] == "w"
+    assert study.tell(trial.id, 0.5).value == 0.5  # idempotent
+    with pytest.raises(abo.TrialStateError, match="value"):
+        study.tell(trial.id, 0.7)
+    with pytest.raises(abo.InvalidValueError, match="value"):
+        study.tell(batch[0].id, float("nan"))
+    with pytest.raises(abo.TrialNotFoundError, match="trial_id"):
+        study.tell(999, 1.0)
+    with pytest.raises(abo.SearchSpaceError, match="x"):
+        study.enqueue({"x": 9.0, "lr": 0.01, "n": 1, "opt": "sgd"})
+    with pytest.raises(abo.StudyNotFoundError, match="name"):
+        client.load_study("never-created")
+    with pytest.raises(abo.DuplicatedStudyError):
+        client.create_study(SPACE, name=study_name, strategy="random")
+    with pytest.raises(abo.SearchSpaceError, match="space"):
+        client.create_study({"x": abo.Float(0, 1)}, name=study_name, load_if_exists=True)
+    with pytest.raises(abo.UnknownStrategyError):
+        client.create_study(SPACE, name=study_name + "-b", strategy="nope")
+    assert study.fail(batch[0].id, "diverged").state is abo.TrialState.FAILED
+    lost = study.lose(batch[1].id, "node died")
+    assert lost.state is abo.TrialState.LOST
+    assert study.lose(batch[1].id, "node died").state is abo.TrialState.LOST  # a retried lose
+    assert study.heartbeat(batch[2].id).state is abo.TrialState.RUNNING
+    pending = study.pending
+    assert {t.id for t in pending} == {batch[2].id}
+    assert len(study) == 4 and study.best.id == trial.id
+    again = client.load_study(study_name)
+    assert [t.id for t in again.trials] == [1, 2, 3, 4]
+
+
+def test_optimize_with_threads_against_the_service(client: Client, study_name: str) -> None:
+    study = client.create_study(SPACE, name=study_name, strategy="random", seed=1)
+
+    def slow(p: dict) -> float:
+        time.sleep(0.02)
+        return objective(p)
+
+    with ThreadExecutor(4) as executor:
+        result = study.optimize(slow, n_trials=20, n_workers=4, executor=executor)
+    assert result.n_done == 20
+    trials = client.load_study(study_name).trials
+    done = [t for t in trials if t.state is abo.TrialState.DONE]
+    assert len(done) == 20
+    assert all(t.value == pytest.approx(objective(t.params)) for t in done)
+    assert all("worker" in t.info and t.info["finished"] >= t.info["started"] for t in done)
+    assert result.best.value == min(t.value for t in done)
+
+
+@pytest.mark.slow
+def test_optimize_with_dask_against_the_service(client: Client, study_name: str) -> None:
+    study = client.create_study(SPACE, name=study_name, strategy="random", seed=2)
+    with DaskExecutor(n_workers=2) as executor:
+        result = study.optimize(objective, n_trials=8, n_workers=2, executor=executor)
+    assert result.n_done == 8
+    workers = {t.info["worker"] for t in study.trials if t.state is abo.TrialState.DONE}
+    assert workers and all(":" in w for w in workers)
+
+
+def test_client_retries_until_the_server_is_back(tmp_path) -> None:
+    """A request made while the server is down succeeds once it is up (backoff, no error)."""
+    import threading
+
+    srv = Server(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "r.log")
+    client = Client(srv.url, retries=12, backoff=0.2)  # up to ~2 minutes of waiting
+    starter = threading.Thread(target=srv.start)
+    starter.start()
+    try:
+        study = client.create_study(SPACE, name="late", strategy="random", seed=0)
+        assert study.name == "late"
+    finally:
+        starter.join()
+        srv.stop()
+        client.close()

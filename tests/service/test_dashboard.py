@@ -1,0 +1,88 @@
+"""The dashboard in a real headless Chromium: plots and table show the trials, and update live."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import Server, make_study, objective
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+
+def _tell(api: httpx.Client, name: str, n: int) -> list[dict]:
+    out = []
+    for t in api.post(f"/studies/{name}/ask", json={"count": n}).json()["trials"]:
+        r = api.post(
+            f"/studies/{name}/trials/{t['id']}/tell", json={"value": objective(t["params"])}
+        )
+        out.append(r.json())
+    return out
+
+
+def _wait(page, expression: str, timeout: float = 20.0) -> None:
+    page.wait_for_function(expression, timeout=timeout * 1000)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which(CHROMIUM), reason=f"{CHROMIUM} is not installed")
+def test_dashboard_shows_and_follows_a_running_study(
+    server: Server, api: httpx.Client, study_name: str, tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    make_study(api, study_name)
+    first = _tell(api, study_name, 5)
+    running = api.post(f"/studies/{study_name}/ask", json={"count": 1}).json()["trials"][0]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{server.url}/?interval=300#{study_name}")
+            _wait(page, "document.querySelectorAll('#trials-table tbody tr').length === 6")
+            rows = page.locator("#trials-table tbody tr")
+            ids = sorted(int(rows.nth(i).get_attribute("data-trial-id")) for i in range(6))
+            assert ids == [t["id"] for t in first] + [running["id"]]
+            assert page.locator(f"#study-list a[href='#{study_name}']").count() == 1
+            state = page.locator(f"#trials-table tr[data-trial-id='{running['id']}']")
+            assert state.get_attribute("data-state") == "running"
+            best = min(first, key=lambda t: t["value"])
+            assert page.locator("#trials-table tr.best").get_attribute("data-trial-id") == str(
+                best["id"]
+            )
+            for plot in ("#conv-trials svg", "#conv-time svg"):
+                assert page.locator(plot).get_attribute("data-points") == "5"
+                assert page.locator(f"{plot} circle.obs").count() == 5
+                assert page.locator(f"{plot} path.best").count() == 1
+            assert page.locator("#parallel svg polyline.pc").count() == 5
+
+            more = _tell(api, study_name, 4)  # told while the page is open
+            api.post(f"/studies/{study_name}/trials/{running['id']}/tell", json={"value": 9.0})
+            _wait(page, "document.querySelector('#conv-trials svg').dataset.points === '10'")
+            _wait(page, "document.querySelectorAll('#parallel svg polyline.pc').length === 10")
+            assert rows.count() == 10
+            assert page.locator(f"#trials-table tr[data-trial-id='{more[-1]['id']}']").count()
+            text = page.locator("#study-summary").inner_text()
+            assert "10 done" in text and "0 running" in text
+            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+            if os.environ.get("ABO_SCREENSHOT"):  # keep a copy to look at
+                shutil.copy(tmp_path / "dashboard.png", os.environ["ABO_SCREENSHOT"])
+            assert not errors, errors
+        finally:
+            browser.close()
+    assert (tmp_path / "dashboard.png").stat().st_size > 10_000
