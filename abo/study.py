@@ -36,6 +36,7 @@ from abo.acquisitions.base import Proposal, ProposalContext
 from abo.exceptions import (
     AboError,
     AboWarning,
+    DuplicatedStudyError,
     InvalidValueError,
     SearchSpaceError,
     StudyNotFoundError,
@@ -537,22 +538,6 @@ def create_study(
     )
     make_strategy(strategy, **config.strategy_options)  # options are checked before storing
     store = open_storage(storage)
-    if load_if_exists:
-        try:
-            existing = store.load_study(name)
-        except StudyNotFoundError:
-            existing = None
-        if existing is not None:
-            if existing.space != space:
-                raise SearchSpaceError(
-                    f"space: study {name!r} exists with a different space "
-                    f"({existing.space.to_json()})"
-                )
-            if existing.direction != direction:
-                raise AboError(
-                    f"direction: study {name!r} exists with direction {existing.direction!r}"
-                )
-            return Study(store, existing)
     record = StudyRecord(
         name=name,
         space=space,
@@ -561,10 +546,42 @@ def create_study(
         seed=int(seed),
         config=config,
     )
-    return Study(store, store.create_study(record))
+    if not load_if_exists:
+        return Study(store, store.create_study(record))
+    resumed = _resume(store, record)
+    if resumed is not None:
+        return resumed
+    try:
+        return Study(store, store.create_study(record))
+    except DuplicatedStudyError:
+        # another process created it between our look and our insert (workers starting at once)
+        resumed = _resume(store, record)
+        if resumed is None:
+            raise
+        return resumed
+
+
+def _resume(store: Storage, wanted: StudyRecord) -> Study | None:
+    """The existing study called ``wanted.name`` if it matches, ``None`` if there is none."""
+    try:
+        existing = store.load_study(wanted.name)
+    except StudyNotFoundError:
+        return None
+    if existing.space != wanted.space:
+        raise SearchSpaceError(
+            f"space: study {wanted.name!r} exists with a different space "
+            f"({existing.space.to_json()})"
+        )
+    if existing.direction != wanted.direction:
+        raise AboError(
+            f"direction: study {wanted.name!r} exists with direction {existing.direction!r}"
+        )
+    return Study(store, existing)
 
 
 def load_study(name: str, storage: str | Storage | None) -> Study:
     """Load an existing study by name, from any process (``StudyNotFoundError`` if none)."""
+    if not isinstance(name, str):
+        raise AboError(f"name: expected a study name (a string), got {name!r}")
     store = open_storage(storage)
     return Study(store, store.load_study(name))

@@ -25,6 +25,7 @@ from abo import (
     TrialStateError,
     UnknownStrategyError,
 )
+from abo.storage import SQLStorage, StudyRecord
 
 SPACE = Space({"x": Float(-2.0, 2.0), "k": Int(1, 5), "c": Categorical(["a", "b", "c"])})
 MIXED = Space(
@@ -102,6 +103,50 @@ def test_create_twice_needs_load_if_exists(sqlite_url: str) -> None:
             {"x": Float(-2.0, 2.0)}, name="tune", storage=sqlite_url, load_if_exists=True
         )
     assert len(abo.load_study("tune", storage=sqlite_url)) == 1
+
+
+class RivalCreates(SQLStorage):
+    """A real storage on which another client creates the study right after our first look.
+
+    This pins down the interleaving that workers started at once hit by chance: both look, find
+    nothing, and both insert.
+    """
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.rival_created = False
+
+    def load_study(self, name: str) -> StudyRecord:
+        try:
+            return super().load_study(name)
+        except StudyNotFoundError:
+            if not self.rival_created:
+                self.rival_created = True
+                rival = SQLStorage(self.url)
+                abo.create_study(SPACE, name=name, storage=rival, strategy="random", seed=9)
+                rival.dispose()
+            raise
+
+
+def test_load_if_exists_resumes_a_study_created_between_look_and_insert(
+    storage_url: str,
+) -> None:
+    store = RivalCreates(storage_url)
+    s = abo.create_study(SPACE, name="race", storage=store, strategy="random", load_if_exists=True)
+    assert store.rival_created
+    assert s.seed == 9  # the rival's study, resumed
+    assert [r.name for r in store.list_studies()] == ["race"]
+    other = Space({"x": Float(0.0, 1.0)})
+    with pytest.raises(SearchSpaceError, match="space"):
+        abo.create_study(
+            other, name="race2", storage=RivalCreates(storage_url), load_if_exists=True
+        )
+    store.dispose()
+
+
+def test_load_study_needs_a_string_name(sqlite_url: str) -> None:
+    with pytest.raises(AboError, match="^name:"):
+        abo.load_study(3, storage=sqlite_url)  # type: ignore[arg-type]
 
 
 def test_missing_study_raises_study_not_found(sqlite_url: str) -> None:
