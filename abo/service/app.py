@@ -41,7 +41,7 @@ from abo.exceptions import (
 from abo.service import schemas as s
 from abo.service.auth import COOKIE, OPEN_PATHS, TokenSet, bearer
 from abo.space import Space
-from abo.storage import Storage, open_storage
+from abo.storage import Storage, StudyRecord, open_storage
 from abo.study import Study
 from abo.trial import Trial, TrialState
 
@@ -144,24 +144,44 @@ class _State:
             return mine + study.ask_batch(need, n_workers=n_workers, info=extra)
 
 
-def _study_out(study: Study) -> s.StudyOut:
-    trials = study.trials
+def _best(trials: list[Trial], direction: str) -> Trial | None:
+    """The best done trial with a finite value (ties: the earliest), as ``Study.best``."""
+    done = [t for t in trials if t.state is TrialState.DONE and _finite(t.value)]
+    if not done:
+        return None
+    if direction == "minimize":
+        return min(done, key=lambda t: (t.value, t.id))
+    return max(done, key=lambda t: (t.value, -t.id))
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def study_summary(storage: Storage, record: StudyRecord) -> s.StudyOut:
+    """A study's definition and trial counts, read from the storage alone (no strategy is
+    built, so a study whose strategy this process lacks still lists)."""
+    trials = storage.trials(record)
     states = {st.value: 0 for st in TrialState}
     for t in trials:
         states[t.state.value] += 1
-    best = study.best
+    best = _best(trials, record.direction)
     return s.StudyOut(
-        name=study.name,
-        space=study.space.to_json(),
-        direction=study.direction,
-        strategy=study.strategy,
-        seed=study.seed,
-        config=_clean(study.config.to_json()),
-        created_at=study.record.created_at,
+        name=record.name,
+        space=_clean(record.space.to_json()),
+        direction=record.direction,
+        strategy=record.strategy,
+        seed=record.seed,
+        config=_clean(record.config.to_json()),
+        created_at=record.created_at,
         n_trials=len(trials),
         states=states,
         best=trial_out(best) if best is not None else None,
     )
+
+
+def _study_out(study: Study) -> s.StudyOut:
+    return study_summary(study.storage, study.record)
 
 
 # -- ASGI middleware -------------------------------------------------------------------------
@@ -263,12 +283,16 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
     @r.get("/studies", response_model=s.StudyList, tags=["studies"])
     def list_studies() -> s.StudyList:
         """Every study of the storage with a summary of its trials."""
-        out = []
-        for record in state.storage.list_studies():
-            out.append(_study_out(state.remember(Study(state.storage, record))))
-        return s.StudyList(studies=out)
+        records = state.storage.list_studies()
+        return s.StudyList(studies=[study_summary(state.storage, r) for r in records])
 
-    @r.post("/studies", response_model=s.StudyOut, status_code=201, tags=["studies"])
+    @r.post(
+        "/studies",
+        response_model=s.StudyOut,
+        status_code=201,
+        tags=["studies"],
+        responses={200: {"model": s.StudyOut, "description": "An existing study was loaded"}},
+    )
     def create_study(body: s.StudyCreate, response: Response) -> s.StudyOut:
         """Create a study; with ``load_if_exists`` an existing one of the same space is loaded
         (200), and a different space or direction is 409."""

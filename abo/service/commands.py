@@ -70,12 +70,11 @@ class _Source:
     def studies(self) -> list[dict[str, Any]]:
         if self.url:
             return self._client().studies()
-        from abo.service.app import _study_out
+        from abo.service.app import study_summary
         from abo.storage import open_storage
-        from abo.study import Study
 
         store = open_storage(self.storage)
-        return [_study_out(Study(store, r)).model_dump() for r in store.list_studies()]
+        return [study_summary(store, r).model_dump() for r in store.list_studies()]
 
     def study(self, name: str) -> Any:
         if self.url:

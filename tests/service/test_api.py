@@ -44,6 +44,7 @@ def test_ask_tell_round_trip(api: httpx.Client, study_name: str) -> None:
     assert study_name in [s["name"] for s in listing]
 
 
+@pytest.mark.slow
 def test_ask_reports_model_observations(api: httpx.Client, study_name: str) -> None:
     make_study(api, study_name, strategy="qlognei", n_initial=2)
     for _ in range(3):
@@ -265,6 +266,7 @@ def test_client_id_gets_its_running_trial_back(api: httpx.Client, study_name: st
     assert after[0]["id"] not in (first[0]["id"], other[0]["id"])
 
 
+@pytest.mark.slow
 def test_concurrent_clients_get_distinct_trials_and_tell_once(
     server: Server, study_name: str
 ) -> None:
@@ -318,10 +320,16 @@ def test_stored_nan_cannot_break_a_listing(
             "(SELECT id FROM abo_studies WHERE name = ?)",
             (float("nan"), '{"weird": NaN, "big": Infinity}', t["id"], study_name),
         )
+        conn.execute(  # a strategy this server does not have (a plugin of another host)
+            "UPDATE abo_studies SET strategy = 'plugin-only' WHERE name = ?", (study_name,)
+        )
     r = api.get(f"/studies/{study_name}/trials")
     assert r.status_code == 200, r.text
     assert r.json()["trials"][0]["info"] == {"weird": None, "big": None}
-    assert api.get("/studies").status_code == 200
+    listing = api.get("/studies")
+    assert listing.status_code == 200, listing.text
+    mine = next(s for s in listing.json()["studies"] if s["name"] == study_name)
+    assert mine["strategy"] == "plugin-only" and mine["n_trials"] == 1
     assert api.get(f"/studies/{study_name}").status_code == 200
 
 
@@ -366,3 +374,37 @@ def test_service_never_unpickles() -> None:
                 continue
             assert not names & banned, f"{path.name}:{node.lineno} uses {names & banned}"
     assert len(list(folder.rglob("*.py"))) >= 6
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_service_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    """The same API on PostgreSQL (the storage for many hosts): 16 concurrent clients."""
+    srv = Server(pg_url, tmp_path / "pg.log").start()
+    try:
+        with httpx.Client(base_url=srv.url + "/api/v1", timeout=120) as api:
+            make_study(api, "pg")
+        told: dict[int, float] = {}
+        lock = threading.Lock()
+
+        def worker(i: int) -> None:
+            with httpx.Client(base_url=srv.url + "/api/v1", timeout=120) as c:
+                for _ in range(3):
+                    t = c.post("/studies/pg/ask", json={"client_id": f"w{i}"}).json()["trials"][0]
+                    r = c.post(f"/studies/pg/trials/{t['id']}/tell", json={"value": float(i)})
+                    assert r.status_code == 200
+                    with lock:
+                        told[t["id"]] = float(i)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        with httpx.Client(base_url=srv.url + "/api/v1", timeout=60) as api:
+            n, states, trials = _state(api, "pg")
+            assert api.get(srv.url + "/readyz").status_code == 200
+        assert n == 48 and states["done"] == 48
+        assert {t["id"]: t["value"] for t in trials} == told
+    finally:
+        srv.stop()

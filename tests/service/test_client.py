@@ -100,6 +100,7 @@ def test_optimize_with_dask_against_the_service(client: Client, study_name: str)
     assert workers and all(":" in w for w in workers)
 
 
+@pytest.mark.slow
 def test_client_retries_until_the_server_is_back(tmp_path) -> None:
     """A request made while the server is down succeeds once it is up (backoff, no error)."""
     import threading

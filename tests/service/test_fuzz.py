@@ -11,7 +11,11 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.checks import not_a_server_error, response_schema_conformance
+from schemathesis.checks import (
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from .conftest import SPACE, Server
 
@@ -34,7 +38,9 @@ def _fuzz(operation: schemathesis.APIOperation, url: str, seen: list[int]) -> No
         if "name" in (case.path_parameters or {}) and len(seen) % 2:
             case.path_parameters["name"] = FUZZ_STUDY
         response = case.call_and_validate(
-            base_url=url, checks=[not_a_server_error, response_schema_conformance], timeout=30
+            base_url=url,
+            checks=[not_a_server_error, response_schema_conformance, status_code_conformance],
+            timeout=30,
         )
         seen.append(response.status_code)
 
