@@ -28,7 +28,8 @@ from botorch.utils.multi_objective.pareto import is_non_dominated
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, maximize
+from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import sobol_points, thompson_point
 from abo.exceptions import AboError
 from abo.registry import register_strategy
@@ -131,7 +132,7 @@ class _AegisBase:
     def exploit(self, ctx: ProposalContext) -> Tensor:
         """``1 x d`` maximiser of the posterior mean."""
         assert ctx.model is not None
-        x, _ = maximize(PosteriorMean(ctx.model), ctx, self.budget)
+        x, _ = seeded_maximize(PosteriorMean(ctx.model), ctx, self.budget)
         return x
 
     def pareto(self, ctx: ProposalContext) -> Tensor:
@@ -146,15 +147,22 @@ class _AegisBase:
         """``1 x d`` uniform point."""
         return ctx.uniform(1)
 
-    def propose(self, ctx: ProposalContext, n: int) -> Proposal:
+    def arms(self, ctx: ProposalContext, n: int) -> list[str]:
+        """The decisions for the next ``n`` points: ``"exploit"``, ``"thompson"`` or ``"pareto"``.
+
+        Draws its uniforms from ``ctx.generator`` first, before any arm runs, so the decisions
+        depend only on the seed and ``t`` (``propose`` calls this).
+        """
         eps_c = epsilon_for(self.epsilon, ctx.dim)
         k = ctx.n_workers or ctx.X_pending.shape[0] + 1
         t0 = self.first_t(ctx)
+        u = torch.rand(n, 2, generator=ctx.generator, dtype=torch.double).tolist()
+        return [choose_arm(t0 + i, k, eps_c, self.eta, u1, u2) for i, (u1, u2) in enumerate(u)]
+
+    def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         seen = torch.cat([ctx.X, ctx.X_pending]).to(torch.double)
         points, infos = [], []
-        for i in range(n):
-            u, u2 = torch.rand(2, generator=ctx.generator, dtype=torch.double).tolist()
-            arm = choose_arm(t0 + i, k, eps_c, self.eta, u, u2)
+        for arm in self.arms(ctx, n):
             info: dict[str, Any] = {"strategy": self.name}
             if arm == "exploit":
                 x = ctx.round(self.exploit(ctx))

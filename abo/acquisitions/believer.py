@@ -2,6 +2,9 @@
 
 The model is conditioned on every busy point with its posterior mean as the outcome (no refit),
 which collapses the posterior variance there, and LogEI on that model picks the next point.
+The believed outcomes count as data, so they also enter the incumbent ``best_f`` (Ginsbourger
+et al. 2010); with ``best_f = max(Y)`` alone, a busy point believed better than every result
+keeps its neighbourhood attractive and the believer proposes next to it again.
 Several points in one call are chosen greedily: each chosen point is believed in turn.
 """
 
@@ -13,26 +16,27 @@ from botorch.models.model import Model
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, maximize
+from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.seeded import seeded_maximize
 from abo.registry import register_strategy
 
 
-def believe(model: Model, X_busy: Tensor) -> Model:
-    """``model`` conditioned on ``m x d`` busy points at their posterior mean.
+def believe(model: Model, X_busy: Tensor) -> tuple[Model, Tensor]:
+    """``model`` conditioned on ``m x d`` busy points at their posterior mean, and those means.
 
     ``condition_on_observations`` takes outcomes on the model's original scale (it applies the
     outcome transform itself), which is the scale the posterior mean is reported on.
     """
     if X_busy.shape[0] == 0:
-        return model
+        return model, X_busy.new_zeros(0, 1)
     with torch.no_grad():
         mean = model.posterior(X_busy).mean  # m x 1, original scale; also fills the caches
-    return model.condition_on_observations(X_busy, mean)
+    return model.condition_on_observations(X_busy, mean), mean
 
 
 @register_strategy("believer", "kriging believer: busy points believed at their mean, then LogEI")
 class BelieverStrategy:
-    """Kriging believer with LogEI (``best_f`` = the best observed utility).
+    """Kriging believer with LogEI (``best_f``: the best observed or believed utility).
 
     Args:
         raw_samples, num_restarts: acquisition optimiser budget per point.
@@ -47,11 +51,12 @@ class BelieverStrategy:
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         busy = ctx.X_pending.to(torch.double)
-        best_f = ctx.Y.max()
         chosen = []
         for _ in range(n):
-            acq = LogExpectedImprovement(believe(ctx.model, busy), best_f=best_f)
-            x, _ = maximize(acq, ctx, self.budget)
+            model, believed = believe(ctx.model, busy)
+            best_f = torch.cat([ctx.Y.reshape(-1), believed.reshape(-1)]).max()
+            acq = LogExpectedImprovement(model, best_f=best_f)
+            x, _ = seeded_maximize(acq, ctx, self.budget)
             x = ctx.round(x)
             chosen.append(x)
             busy = torch.cat([busy, x])

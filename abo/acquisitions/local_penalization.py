@@ -34,7 +34,8 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, maximize
+from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.seeded import seeded_maximize
 from abo.exceptions import AboError
 from abo.registry import register_strategy
 
@@ -351,7 +352,7 @@ class _PenalizedStrategy:
         busy = ctx.X_pending.to(torch.double)
         chosen = []
         for _ in range(n):
-            x, _ = maximize(self.acquisition(ctx, busy), ctx, self.budget)
+            x, _ = seeded_maximize(self.acquisition(ctx, busy), ctx, self.budget)
             x = ctx.round(x)
             chosen.append(x)
             busy = torch.cat([busy, x])

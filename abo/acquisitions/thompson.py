@@ -19,7 +19,8 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, maximize
+from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.seeded import seeded_maximize
 from abo.registry import register_strategy
 
 
@@ -44,8 +45,8 @@ def thompson_point(
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             acq = PathwiseThompsonSampling(ctx.model)
-            acq.redraw(batch_size=1)
-        x, _ = maximize(acq, ctx, budget)
+            acq(ctx.bounds[:1].unsqueeze(0).to(torch.double))  # draws the path (q = 1) now
+        x, _ = seeded_maximize(acq, ctx, budget)
         return x, {}
     except Exception as exc:  # noqa: BLE001 - any model the pathwise sampler cannot handle
         candidates = sobol_points(ctx, n_candidates, seed)

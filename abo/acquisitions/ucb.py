@@ -16,7 +16,8 @@ import math
 from botorch.acquisition.analytic import UpperConfidenceBound
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, maximize
+from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.seeded import seeded_maximize
 from abo.exceptions import AboError
 from abo.registry import register_strategy
 
@@ -52,7 +53,7 @@ class UCBStrategy:
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         beta = self.beta if self.beta is not None else beta_schedule(ctx.dim, ctx.X.shape[0])
-        x, _ = maximize(UpperConfidenceBound(ctx.model, beta=beta), ctx, self.budget)
+        x, _ = seeded_maximize(UpperConfidenceBound(ctx.model, beta=beta), ctx, self.budget)
         x = ctx.round(x)
         info = {"strategy": self.name, "beta": round(float(beta), 6)}
         return Proposal(x.expand(n, -1).clone(), [dict(info) for _ in range(n)])
