@@ -84,6 +84,7 @@ class Client:
         timeout: seconds per request.
         retries: attempts after a connection error or a 503, with exponential backoff.
         backoff: the first wait in seconds (doubled each time, at most 10 s).
+        transport: an ``httpx`` transport (TLS settings, proxies, fault injection in tests).
     """
 
     def __init__(
@@ -93,12 +94,15 @@ class Client:
         timeout: float = 60.0,
         retries: int = 6,
         backoff: float = 0.1,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.retries = retries
         self.backoff = backoff
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -111,6 +115,12 @@ class Client:
 
     def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         """One API call with retries; the JSON answer, or the abo exception of the error."""
+        return self._answer(self._send(method, path, body, params)[0])
+
+    def _send(
+        self, method: str, path: str, body: Any, params: Mapping[str, Any]
+    ) -> tuple[httpx.Response, int]:
+        """The response, and how many attempts before it were lost (connection error, 503)."""
         query = {k: v for k, v in params.items() if v is not None}
         for attempt in range(self.retries + 1):
             try:
@@ -120,7 +130,7 @@ class Client:
                     raise
             else:
                 if response.status_code != 503 or attempt == self.retries:
-                    return self._answer(response)
+                    return response, attempt
             time.sleep(min(10.0, self.backoff * 2**attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -180,7 +190,17 @@ class Client:
             "max_retries": max_retries,
             "noise": noise,
         }
-        return RemoteStudy(self, self.request("POST", "/studies", body))
+        response, retried = self._send("POST", "/studies", body, {})
+        try:
+            return RemoteStudy(self, self._answer(response))
+        except DuplicatedStudyError:
+            if not retried:
+                raise
+            # our own first attempt created it and its answer was lost
+            study = self.load_study(name)
+            if study.space != space or study.direction != direction:
+                raise
+            return study
 
     def load_study(self, name: str) -> RemoteStudy:
         """An existing study by name (``StudyNotFoundError`` if none)."""

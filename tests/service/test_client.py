@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import time
 
+import httpx
 import pytest
 
 import abo
@@ -116,3 +117,46 @@ def test_client_retries_until_the_server_is_back(tmp_path) -> None:
         starter.join()
         srv.stop()
         client.close()
+
+
+class LosesAnswers(httpx.HTTPTransport):
+    """Sends each request to the real server, but loses the answer of the first ``n`` of each
+    action (the server did the work; the client sees a connection error and retries)."""
+
+    ACTIONS = ("/ask", "/tell", "/fail", "/lose", "/heartbeat", "/api/v1/studies")
+
+    def __init__(self, n: int = 2) -> None:
+        super().__init__()
+        self.n = n
+        self.lost: dict[str, int] = {}
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        action = next((a for a in self.ACTIONS if request.url.path.endswith(a)), None)
+        if request.method == "POST" and action and self.lost.get(action, 0) < self.n:
+            self.lost[action] = self.lost.get(action, 0) + 1
+            response.read()
+            response.close()
+            raise httpx.ReadError(f"injected: the answer to {request.url.path} was lost")
+        return response
+
+
+def test_lost_answers_never_double_ask_or_double_tell(server: Server, study_name: str) -> None:
+    transport = LosesAnswers(n=2)
+    with Client(server.url, transport=transport, backoff=0.01) as client:
+        study = client.create_study(SPACE, name=study_name, strategy="random", seed=3)
+        with ThreadExecutor(2) as executor:
+            result = study.optimize(objective, n_trials=6, executor=executor)
+        extra = study.ask()
+        assert study.heartbeat(extra.id).state is abo.TrialState.RUNNING
+        assert study.fail(extra.id, "diverged").state is abo.TrialState.FAILED
+        assert study.lose(study.ask().id, "gone").state is abo.TrialState.LOST
+    assert all(count == 2 for count in transport.lost.values()), transport.lost
+    assert len(transport.lost) == len(LosesAnswers.ACTIONS)
+    with Client(server.url) as plain:
+        trials = plain.load_study(study_name).trials
+    assert result.n_done == 6
+    done = [t for t in trials if t.state is abo.TrialState.DONE]
+    # every ask whose answer was lost was answered again with the same trial: none orphaned
+    assert len(trials) == 8 and len(done) == 6
+    assert all(t.value == pytest.approx(objective(t.params)) for t in done)
