@@ -78,16 +78,19 @@ def _abo_error(exc: AboError) -> JSONResponse:
     raise AssertionError("unreachable: AboError is last")  # pragma: no cover
 
 
-def _clean(obj: Any) -> Any:
-    """Strict-JSON-safe copy: non-finite floats become ``None`` (a listing never fails)."""
+def _clean(obj: Any, depth: int = 0) -> Any:
+    """Strict-JSON-safe copy: non-finite floats become ``None`` and anything nested deeper
+    than 64 levels a placeholder string, so no stored value can make a listing fail."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
     if obj is None or isinstance(obj, str | int | bool):
         return obj
+    if depth >= 64:
+        return "<nested too deep>"
+    if isinstance(obj, Mapping):
+        return {str(k): _clean(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v, depth + 1) for v in obj]
     return str(obj)
 
 
@@ -474,7 +477,7 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        codes = {404: "not_found", 405: "method_not_allowed"}
+        codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
         return error_response(exc.status_code, codes.get(exc.status_code, "http_error"), exc.detail)
 
     @app.exception_handler(Exception)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 MAX_ASK = 64
 MAX_PAGE = 10_000
@@ -19,6 +19,25 @@ Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]
 Finite = Annotated[float, Field(strict=False, allow_inf_nan=False)]
 Value = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Reason = Annotated[str, Field(max_length=10_000)]
+MAX_DEPTH = 32
+
+
+def _shallow(value: Any) -> Any:
+    """Refuse JSON nested deeper than ``MAX_DEPTH`` (it would exhaust the recursion limit
+    of whatever serialises it next). Iterative, so checking is safe at any depth."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            stack += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item]
+    return value
+
+
+Json = Annotated[dict[str, Any], AfterValidator(_shallow)]
 
 
 class _Request(BaseModel):
@@ -29,7 +48,7 @@ class StudyCreate(_Request):
     """Create a study, or load it when one of that name exists with the same space."""
 
     name: Name
-    space: dict[str, dict[str, Any]] = Field(
+    space: dict[str, Json] = Field(
         description="The search space as `abo.Space.to_json()` writes it."
     )
     direction: Literal["minimize", "maximize"] = "minimize"
@@ -48,7 +67,7 @@ class AskRequest(_Request):
     count: Annotated[int, Field(ge=1, le=MAX_ASK)] = 1
     n_workers: Annotated[int | None, Field(ge=1, le=100_000)] = None
     client_id: Annotated[str | None, Field(min_length=1, max_length=128)] = None
-    info: dict[str, Any] | None = Field(
+    info: Json | None = Field(
         default=None, description="Merged into each new trial's `info` (e.g. the driver)."
     )
 
@@ -57,16 +76,16 @@ class TellRequest(_Request):
     """The objective value of a running trial (a repeat with the same value is a no-op)."""
 
     value: Value
-    metadata: dict[str, Any] | None = None
-    info: dict[str, Any] | None = None
+    metadata: Json | None = None
+    info: Json | None = None
 
 
 class FailRequest(_Request):
     """The parameters caused the failure (the model learns nothing from them)."""
 
     reason: Reason = ""
-    metadata: dict[str, Any] | None = None
-    info: dict[str, Any] | None = None
+    metadata: Json | None = None
+    info: Json | None = None
 
 
 class LoseRequest(_Request):
@@ -78,15 +97,15 @@ class LoseRequest(_Request):
 class ParamsRequest(_Request):
     """Parameters to enqueue (evaluated next), checked against the study's space."""
 
-    params: dict[str, Any]
+    params: Json
 
 
 class AddRequest(_Request):
     """A known result to record as a done trial (warm start)."""
 
-    params: dict[str, Any]
+    params: Json
     value: Value
-    metadata: dict[str, Any] | None = None
+    metadata: Json | None = None
 
 
 class TrialOut(BaseModel):

@@ -11,6 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+import abo
+
 from .conftest import SPACE, Server, make_study, objective
 
 
@@ -408,3 +410,27 @@ def test_service_on_postgres(pg_url: str, tmp_path: Path) -> None:
         assert {t["id"]: t["value"] for t in trials} == told
     finally:
         srv.stop()
+
+
+def test_deep_nesting_is_refused_and_cannot_break_a_listing(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    make_study(api, study_name)
+    t = api.post(f"/studies/{study_name}/ask", json={}).json()["trials"][0]
+    deep = '{"value": 1.0, "metadata": {"a": ' + "[" * 900 + "]" * 900 + "}}"
+    r = api.post(
+        f"/studies/{study_name}/trials/{t['id']}/tell",
+        content=deep,
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422 and r.json()["error"]["field"] == "metadata"
+    assert api.get(f"/studies/{study_name}/trials/{t['id']}").json()["state"] == "running"
+    nested: list = []
+    inner = nested
+    for _ in range(300):  # stored by a local process, which has no such limit
+        inner.append([])
+        inner = inner[0]
+    local = abo.load_study(study_name, storage=server.storage)
+    local.tell(t["id"], 2.0, {"deep": nested})
+    r = api.get(f"/studies/{study_name}/trials")
+    assert r.status_code == 200 and r.json()["trials"][0]["value"] == 2.0
