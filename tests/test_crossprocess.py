@@ -24,16 +24,10 @@ import json, os, sys, time
 import abo
 
 url, name, go, mode, tag, n = sys.argv[1:7]
-space = abo.Space({"x": abo.Float(0.0, 1.0), "n": abo.Int(1, 9)})
-if mode != "create":
-    study = abo.load_study(name, storage=url)
+study = abo.load_study(name, storage=url)
 print("ready", flush=True)
 while not os.path.exists(go):
     time.sleep(0.001)
-if mode == "create":  # every worker starts with the same call, as array jobs do
-    study = abo.create_study(
-        space, name=name, storage=url, strategy="random", seed=0, load_if_exists=True
-    )
 if mode == "reap":
     out = [t.id for t in study.reap()]
 else:
@@ -109,14 +103,6 @@ def test_two_processes_ask_and_tell_one_postgres_study(tmp_path: Path, pg_url: s
     abo.create_study(SPACE, name="shared", storage=pg_url, strategy="random", seed=0)
     results = run_workers(tmp_path, pg_url, "shared", "tell", 15)
     check_concurrent_tells(pg_url, "shared", results, 15)
-
-
-@pytest.mark.slow
-def test_processes_creating_the_same_study_at_once_share_it(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'race.db'}"
-    results = run_workers(tmp_path, url, "race", "create", 4, k=3)
-    check_concurrent_tells(url, "race", results, 4, k=3)
-    assert [s.name for s in abo.load_study("race", url).storage.list_studies()] == ["race"]
 
 
 @pytest.mark.slow
