@@ -383,7 +383,7 @@ class SQLStorage(Storage):
                                     key="schema_version", value=str(SCHEMA_VERSION)
                                 )
                             )
-                        elif int(row[0]) != SCHEMA_VERSION:
+                        elif row[0] != str(SCHEMA_VERSION):  # a garbled value is a mismatch too
                             raise StorageError(
                                 f"storage: schema version {row[0]} in {_redact(str(self.url))}, "
                                 f"this abo reads version {SCHEMA_VERSION}"

@@ -198,16 +198,21 @@ def test_delete_study_removes_it_with_its_trials_and_queue(store: SQLStorage) ->
     assert store.trials(again) == []
 
 
-def test_schema_version_is_recorded_and_checked(store: SQLStorage, storage_url: str) -> None:
+@pytest.mark.parametrize("stored", ["999", "not-a-number"])
+def test_schema_version_is_recorded_and_checked(
+    store: SQLStorage, storage_url: str, stored: str
+) -> None:
     engine = sa.create_engine(storage_url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.begin() as conn:
         version = conn.execute(
             sa.text("SELECT value FROM abo_meta WHERE key = 'schema_version'")
         ).scalar_one()
         assert version == str(SCHEMA_VERSION)
-        conn.execute(sa.text("UPDATE abo_meta SET value = '999' WHERE key = 'schema_version'"))
+        conn.execute(
+            sa.text("UPDATE abo_meta SET value = :v WHERE key = 'schema_version'"), {"v": stored}
+        )
     engine.dispose()
-    with pytest.raises(StorageError, match="schema version 999"):
+    with pytest.raises(StorageError, match=f"schema version {stored}"):
         SQLStorage(storage_url)
 
 

@@ -190,21 +190,23 @@ def test_unopenable_storage_raises_storage_error(url: str) -> None:
         ({"noise": "loud"}, "noise"),
     ],
 )
-def test_bad_create_arguments_name_the_field(kwargs: dict, field: str) -> None:
+def test_bad_create_arguments_name_the_field(sqlite_url: str, kwargs: dict, field: str) -> None:
     with pytest.raises(AboError) as info:
-        abo.create_study(SPACE, **kwargs)
+        abo.create_study(SPACE, storage=sqlite_url, **kwargs)
     assert str(info.value).startswith(f"{field}:")
+    assert SQLStorage(sqlite_url).list_studies() == []
 
 
-def test_unknown_strategy_lists_the_valid_ones() -> None:
+def test_unknown_strategy_lists_the_valid_ones(sqlite_url: str) -> None:
     with pytest.raises(UnknownStrategyError) as info:
-        abo.create_study(SPACE, strategy="bogus")
+        abo.create_study(SPACE, storage=sqlite_url, strategy="bogus")
     message = str(info.value)
     assert message.startswith("strategy:") and "bogus" in message
     for name in abo.strategies():
         assert name in message
     with pytest.raises(UnknownStrategyError, match="strategy_options"):
-        abo.create_study(SPACE, strategy="random", strategy_options={"nope": 1})
+        abo.create_study(SPACE, storage=sqlite_url, strategy="random", strategy_options={"nope": 1})
+    assert SQLStorage(sqlite_url).list_studies() == []
 
 
 # -- ask / tell / fail -------------------------------------------------------------------------
