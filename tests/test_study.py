@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -535,3 +536,27 @@ def test_mixed_space_decodes_to_valid_values_in_both_phases() -> None:
         assert type(p["lr"]) is float and 1e-5 <= p["lr"] <= 1e-1
         assert p["opt"] in ("sgd", "adam", "rmsprop")
     assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials)
+
+
+def test_threads_sharing_one_study_get_distinct_trials(storage_url: str) -> None:
+    s = abo.create_study(SPACE, storage=storage_url, strategy="random", seed=8)
+    told: dict[int, float] = {}
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for _ in range(5):
+                t = s.ask()
+                told[t.id] = s.tell(t.id, objective(t.params) + k).value
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    trials = s.trials
+    assert [t.id for t in trials] == list(range(1, 21)) and sorted(told) == list(range(1, 21))
+    assert all(t.state is TrialState.DONE and t.value == told[t.id] for t in trials)
