@@ -129,8 +129,9 @@ class Float:
 class Int:
     """An integer parameter in ``[low, high]`` (both included); ``log=True`` needs ``low >= 1``.
 
-    Each integer owns a bin of equal width (equal log-width when ``log=True``) in its unit
-    dimension, so the model sees a continuous input and decoding rounds to the bin.
+    Each integer ``k`` owns the bin ``[k - 0.5, k + 0.5]`` of its unit dimension (measured on
+    the log scale when ``log=True``, so small integers get wider bins), so the model sees a
+    continuous input and decoding rounds to the bin.
 
     Example:
         >>> Int(1, 8).decode([0.99])
