@@ -86,6 +86,8 @@ class Float:
             raise SearchSpaceError("Float: low and high must be finite")
         if self.low >= self.high:
             raise SearchSpaceError(f"Float: low ({self.low}) must be below high ({self.high})")
+        if not math.isfinite(float(self.high) - float(self.low)):
+            raise SearchSpaceError(f"Float: the range [{self.low}, {self.high}] is too wide")
         if self.log and self.low <= 0:
             raise SearchSpaceError(f"Float: log scale needs low > 0, got low={self.low}")
 

@@ -319,7 +319,9 @@ class SQLStorage(Storage):
     @staticmethod
     def _make_engine(url: str | None) -> Engine:
         try:
-            if url is None:
+            if url is None or (
+                isinstance(url, str) and url.strip() in ("sqlite://", "sqlite:///:memory:")
+            ):  # one shared connection: each new in-memory connection is an empty database
                 engine = sa.create_engine(
                     "sqlite://",
                     poolclass=StaticPool,

@@ -206,3 +206,8 @@ def test_categorical_matches_numpy_values_and_stores_plain_ones() -> None:
     assert cat.check("c", np.str_("a")) == "a"
     with pytest.raises(SearchSpaceError, match="not one of"):
         cat.check("c", 1.0)  # a float is not the int choice 1
+
+
+def test_float_range_too_wide_to_encode_is_rejected() -> None:
+    with pytest.raises(SearchSpaceError, match="too wide"):
+        Float(-1e308, 1e308)

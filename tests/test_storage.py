@@ -249,3 +249,22 @@ def test_ids_outside_the_column_range_are_simply_not_found(
     with pytest.raises(TrialNotFoundError, match="trial_id"):
         store.heartbeat(study, trial_id)
     assert [t.state for t in store.trials(study)] == [TrialState.RUNNING]
+
+
+def test_in_memory_url_is_one_shared_database_across_threads() -> None:
+
+    storage = SQLStorage("sqlite://")
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            storage.list_studies()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
