@@ -2,6 +2,7 @@
 
 from abo.executors.base import Executor, LostEvaluation
 from abo.executors.dask import DaskExecutor
+from abo.executors.jobqueue import JobQueueExecutor
 from abo.executors.local import ThreadExecutor
 
-__all__ = ["DaskExecutor", "Executor", "LostEvaluation", "ThreadExecutor"]
+__all__ = ["DaskExecutor", "Executor", "JobQueueExecutor", "LostEvaluation", "ThreadExecutor"]

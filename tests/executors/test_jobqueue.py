@@ -1,0 +1,348 @@
+"""JobQueueExecutor against a real single-node SLURM (``.ci/slurm.sh`` starts one).
+
+The job-script and validation tests run everywhere. The SLURM tests skip with the reason when
+no SLURM answers, and fail instead when ``ABO_REQUIRE_SLURM`` is set (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import abo
+from abo.exceptions import AboError
+from abo.executors import JobQueueExecutor
+from abo.executors.jobqueue import cancel_orphans, job_name, list_jobs
+from abo.trial import TrialState
+
+STATE = Path(os.environ.get("ABO_SLURM_STATE", "/var/tmp/abo-slurm"))
+SPACE = abo.Space({"x": abo.Float(-1.0, 1.0)})
+
+
+def _slurm_unavailable() -> str | None:
+    """``None`` when a SLURM controller answers with a usable node, else why not."""
+    if shutil.which("sbatch") is None or shutil.which("squeue") is None:
+        return "SLURM is not installed (run `bash .ci/slurm.sh` as root)"
+    if not os.environ.get("SLURM_CONF") and not (STATE / "slurm.conf").exists():
+        return f"no SLURM_CONF and no {STATE / 'slurm.conf'} (run `bash .ci/slurm.sh`)"
+    env = dict(os.environ)
+    env.setdefault("SLURM_CONF", str(STATE / "slurm.conf"))
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return "sinfo timed out: slurmctld does not answer (run `bash .ci/slurm.sh`)"
+    states = out.stdout.split()
+    if out.returncode != 0 or not {"idle", "mixed", "allocated"} & set(states):
+        return f"no usable SLURM node (sinfo: {out.stdout.strip() or out.stderr.strip()})"
+    return None
+
+
+@pytest.fixture()
+def slurm(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The SLURM_CONF of a running SLURM (skip, or fail when ABO_REQUIRE_SLURM is set)."""
+    reason = _slurm_unavailable()
+    if reason is not None:
+        if os.environ.get("ABO_REQUIRE_SLURM"):
+            pytest.fail(f"{reason} (ABO_REQUIRE_SLURM is set: these tests must run)")
+        pytest.skip(reason)
+    conf = os.environ.get("SLURM_CONF") or str(STATE / "slurm.conf")
+    monkeypatch.setenv("SLURM_CONF", conf)
+    # jobs inherit the environment (sbatch --export=ALL): let workers import this module, as
+    # they would import a user's objective module
+    tests = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
+    )
+    return conf
+
+
+def _executor(tmp_path: Path, tag: str, **kw) -> JobQueueExecutor:
+    opts = dict(cores=1, memory="500MB", walltime="00:05:00", jobs=2, queue="debug")
+    opts.update(kw)
+    return JobQueueExecutor(system="slurm", tag=tag, log_directory=str(tmp_path / "logs"), **opts)
+
+
+def _queue(name: str) -> list[str]:
+    """Job ids named ``name`` that squeue still shows (any state)."""
+    out = subprocess.run(
+        ["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.split()
+
+
+def _wait_gone(name: str, timeout: float = 20.0) -> list[str]:
+    deadline = time.time() + timeout
+    while (left := _queue(name)) and time.time() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+class Sleeper:
+    """Sleeps, records which job ran it (a file per start), returns x²; ``long`` marks slow ones.
+
+    ``long`` is ``(trial id, seconds)``: that trial's first attempt sleeps that long.
+    """
+
+    accepts_trial = True
+
+    def __init__(self, seconds: float, marks: Path, long: tuple[int, float] | None = None):
+        self.seconds, self.marks, self.long = seconds, marks, long
+
+    def __call__(self, params: dict, trial: dict) -> dict:
+        job = os.environ.get("SLURM_JOB_ID", "none")
+        (self.marks / f"{trial['id']}-{trial['attempt']}-{job}").touch()
+        seconds = self.seconds
+        if self.long and trial["id"] == self.long[0] and trial["attempt"] == 0:
+            seconds = self.long[1]
+        time.sleep(seconds)
+        return {"value": params["x"] ** 2, "job": job, "job_name": os.environ["SLURM_JOB_NAME"]}
+
+
+# -- everywhere -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "system, header",
+    [
+        ("slurm", ["#SBATCH -J abo-hdr-", "#SBATCH -t 00:07:00", "#SBATCH -p debug"]),
+        ("pbs", ["#PBS -N abo-hdr-", "#PBS -l walltime=00:07:00", "#PBS -q debug"]),
+    ],
+)
+def test_job_script_has_tagged_header_walltime_and_worker(system: str, header: list[str]) -> None:
+    with JobQueueExecutor(
+        system=system,
+        cores=1,
+        memory="500MB",
+        walltime="00:07:00",
+        queue="debug",
+        jobs=3,
+        tag="hdr",
+    ) as ex:
+        script = ex.job_script()
+        assert ex.n_workers == 3
+        assert ex.job_name == job_name("hdr")
+    for line in header:
+        assert line in script, script
+    assert f"-{os.getpid()}-" in script  # the owner's pid: orphans can be told apart
+    assert f"{sys.executable} -m distributed.cli.dask_worker tcp://127.0.0.1:" in script
+
+
+def test_bad_options_raise_clear_errors() -> None:
+    with pytest.raises(AboError, match=r"system: expected one of slurm, pbs, lsf, sge, htcondor"):
+        JobQueueExecutor(system="torque")
+    for bad in ("10 minutes", "00:61:00", "", None, "00:00:00"):
+        with pytest.raises(AboError, match="walltime"):
+            JobQueueExecutor(system="slurm", walltime=bad)
+    with pytest.raises(AboError, match="tag"):
+        JobQueueExecutor(system="slurm", tag="has-dash")
+    with pytest.raises(AboError, match="min_jobs"):
+        JobQueueExecutor(system="slurm", jobs=1, min_jobs=2)
+
+
+# -- on SLURM ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_twenty_trials_run_in_tagged_slurm_jobs(slurm: str, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    study = abo.create_study(
+        SPACE, storage=f"sqlite:///{tmp_path}/abo.db", strategy="random", seed=1
+    )
+    ex = _executor(tmp_path, "twenty")
+    with ex:
+        result = study.optimize(Sleeper(0.2, marks), n_trials=20, executor=ex)
+        name = ex.job_name
+    assert result.n_done == 20 and len(study.trials) == 20
+    assert all(t.state is TrialState.DONE for t in study.trials)
+    assert {t.user["job_name"] for t in study.trials} == {name}  # ran inside our jobs
+    assert all(t.user["job"] != "none" for t in study.trials)
+    assert _wait_gone(name) == []  # close cancelled every job
+
+
+@pytest.mark.slow
+def test_scancel_of_a_worker_job_mid_trial_loses_no_trial(slurm: str, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    study = abo.create_study(
+        SPACE, storage=f"sqlite:///{tmp_path}/abo.db", strategy="random", seed=2
+    )
+    cancelled: list[str] = []
+
+    def cancel_first_job() -> None:  # scancel the job of the first evaluation that starts
+        deadline = time.time() + 60
+        while time.time() < deadline and not cancelled:
+            for mark in marks.iterdir():
+                trial, attempt, job = mark.name.split("-")
+                cancelled.append(job)
+                subprocess.run(["scancel", job], check=True)
+                return
+            time.sleep(0.1)
+
+    ex = _executor(tmp_path, "scancel")
+    killer = threading.Thread(target=cancel_first_job)
+    with ex:
+        killer.start()
+        result = study.optimize(Sleeper(2.0, marks), n_trials=6, executor=ex)
+        killer.join()
+    assert cancelled, "no evaluation started"
+    trials = study.trials
+    lost = [t for t in trials if t.state is TrialState.LOST]
+    # the evaluation on the cancelled job was lost and retried on another job, and done there
+    assert [t.user.get("job") for t in trials if t.state is TrialState.DONE].count(
+        cancelled[0]
+    ) == 0
+    assert len(lost) >= 1 and "worker died" in lost[0].reason
+    for t in lost:
+        retry = [r for r in trials if r.retry_of == t.id]
+        assert len(retry) == 1 and retry[0].state is TrialState.DONE
+        assert retry[0].params == t.params
+    assert result.n_done == 6
+    assert all(t.state in (TrialState.DONE, TrialState.LOST) for t in trials)
+
+
+@pytest.mark.slow
+def test_walltime_kill_loses_the_trial_and_new_jobs_finish_the_budget(
+    slurm: str, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    study = abo.create_study(
+        SPACE, storage=f"sqlite:///{tmp_path}/abo.db", strategy="random", seed=3
+    )
+    # SLURM counts walltime in minutes and checks it every 30 s: killed 60-90 s after start
+    ex = _executor(tmp_path, "walltime", walltime="00:01:00")
+    with ex:
+        result = study.optimize(Sleeper(0.3, marks, long=(1, 240.0)), n_trials=6, executor=ex)
+    first = study.trial(1)
+    assert first.state is TrialState.LOST and "worker died" in first.reason
+    retry = [t for t in study.trials if t.retry_of == 1]
+    assert len(retry) == 1 and retry[0].state is TrialState.DONE and retry[0].attempt == 1
+    killed_job = next(m.name.split("-")[2] for m in marks.iterdir() if m.name.startswith("1-0-"))
+    assert retry[0].user["job"] != killed_job  # a new job ran the retry
+    log = next((tmp_path / "logs").glob(f"*-{killed_job}.err")).read_text()
+    assert "DUE TO TIME LIMIT" in log
+    assert result.n_done == 6
+
+
+@pytest.mark.slow
+def test_cancel_orphans_cancels_only_jobs_of_dead_drivers(slurm: str, tmp_path: Path) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_name, live_name = job_name("orph", pid=int(dead.stdout)), job_name("orph")
+
+    def submit(name: str) -> str:
+        out = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "-J",
+                name,
+                "-t",
+                "00:02:00",
+                "-o",
+                str(tmp_path / "o-%j"),
+                "--wrap",
+                "sleep 120",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.strip().split(";")[0]
+
+    dead_job, live_job = submit(dead_name), submit(live_name)
+    try:
+        assert {j.job_id for j in list_jobs("orph")} >= {dead_job, live_job}
+        cancelled = cancel_orphans("orph")
+        assert [j.job_id for j in cancelled] == [dead_job]
+        assert _wait_gone(dead_name) == []
+        assert _queue(live_name) == [live_job]  # its driver (this process) is alive
+    finally:
+        subprocess.run(["scancel", dead_job, live_job], check=False)
+
+
+DRIVER = """
+import sys, time
+import abo
+from abo.executors import JobQueueExecutor
+
+def objective(params):
+    time.sleep(1.5)
+    return params["x"] ** 2
+
+study = abo.create_study(abo.Space({"x": abo.Float(-1.0, 1.0)}), name="resume",
+                         storage=sys.argv[1], strategy="random", seed=4)
+ex = JobQueueExecutor(system="slurm", cores=1, memory="500MB", walltime="00:05:00", jobs=3,
+                      queue="debug", tag="resume", log_directory=sys.argv[2])
+study.optimize(objective, n_trials=12, executor=ex)
+"""
+
+
+def _resumed_objective(params: dict) -> float:
+    time.sleep(0.5)
+    return params["x"] ** 2
+
+
+@pytest.mark.slow
+def test_killed_driver_orphans_are_cancelled_and_resume_completes_budget(
+    slurm: str, tmp_path: Path
+) -> None:
+    storage = f"sqlite:///{tmp_path}/abo.db"
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(DRIVER))
+    driver = subprocess.Popen(
+        [sys.executable, str(script), storage, str(tmp_path / "logs")], cwd=tmp_path
+    )
+    name = job_name("resume", pid=driver.pid)
+    try:
+        deadline = time.time() + 90
+        done_before: dict[int, float] = {}
+        while time.time() < deadline and driver.poll() is None:
+            try:
+                study = abo.load_study("resume", storage=storage)
+                done_before = {t.id: t.value for t in study.trials if t.state is TrialState.DONE}
+            except AboError:
+                pass
+            if len(done_before) >= 2 and len(_queue(name)) == 3:  # 2 running, 1 pending
+                break
+            time.sleep(0.3)
+        assert driver.poll() is None and len(done_before) >= 2, "driver did not get going"
+        orphaned = set(_queue(name))
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    # resume: the executor cancels the dead driver's jobs first, the loop retries its trials
+    study = abo.create_study(
+        SPACE, name="resume", storage=storage, strategy="random", seed=4, load_if_exists=True
+    )
+    before = {t.id: t for t in study.trials}
+    running = [t.id for t in before.values() if t.state is TrialState.RUNNING]
+    ex = _executor(tmp_path, "resume", jobs=2)
+    with ex:
+        assert ex.orphans and {j.name for j in ex.orphans} == {name}
+        assert {j.job_id for j in ex.orphans} <= orphaned
+        assert _wait_gone(name) == []
+        done_now = sum(t.state is TrialState.DONE for t in before.values())
+        result = study.optimize(_resumed_objective, n_trials=12 - done_now, executor=ex)
+    after = {t.id: t for t in study.trials}
+    assert sum(t.state is TrialState.DONE for t in after.values()) == 12
+    for tid, value in done_before.items():  # no told result lost
+        assert after[tid].state is TrialState.DONE and after[tid].value == value
+    assert not set(result.trial_ids) & set(before)  # new trials get new ids
+    for tid in running:  # the dead driver's evaluations: lost, then retried
+        assert after[tid].state is TrialState.LOST
+        assert [t.state for t in after.values() if t.retry_of == tid] == [TrialState.DONE]
