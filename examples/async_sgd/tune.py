@@ -1,0 +1,71 @@
+"""Tune the asynchronous SGD trainer from Python on a local Dask cluster.
+
+    python examples/async_sgd/tune.py --trials 30 --workers 2
+
+``train`` runs inside Dask worker processes, which do not have this folder on their path: the
+trainer module is therefore pickled by value (``cloudpickle.register_pickle_by_value``), so the
+workers need only torch and scikit-learn, not this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import cloudpickle
+
+import abo
+from abo.executors import DaskExecutor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import trainer  # noqa: E402
+
+SPACE = abo.Space(
+    {
+        "lr": abo.Float(1e-3, 1.0, log=True),
+        "momentum": abo.Float(0.0, 0.95),
+        "batch_size": abo.Int(8, 256, log=True),
+        "workers": abo.Int(1, 16),
+        "dc_lambda": abo.Float(1e-2, 100.0, log=True),
+        "accumulate": abo.Int(1, 8),
+        "variant": abo.Categorical(list(trainer.VARIANTS)),
+    }
+)
+
+
+class Objective:
+    """``train`` with a fixed epoch budget: a picklable callable for the Dask workers."""
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+
+    def __call__(self, params: dict) -> dict:
+        return trainer.train({**params, "epochs": self.epochs})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--workers", type=int, default=2, help="Dask worker processes")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--strategy", default="qlognei", choices=sorted(abo.strategies()))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--storage", default=None, help="e.g. sqlite:///async_sgd.db")
+    args = parser.parse_args(argv)
+
+    cloudpickle.register_pickle_by_value(trainer)  # the workers cannot import it by name
+    study = abo.create_study(
+        SPACE, storage=args.storage, direction="minimize", strategy=args.strategy, seed=args.seed
+    )
+    with DaskExecutor(n_workers=args.workers) as executor:
+        result = study.optimize(Objective(args.epochs), n_trials=args.trials, executor=executor)
+    print(result.summary())
+    best = study.best
+    if best is not None:
+        print(f"best validation loss {best.value:.4f}, accuracy {best.user['accuracy']:.3f}")
+        print(f"best configuration: {best.params}")
+
+
+if __name__ == "__main__":
+    main()
