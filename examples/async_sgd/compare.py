@@ -1,13 +1,16 @@
 """Bayesian optimisation against random search on the asynchronous SGD trainer, equal budgets.
 
-    python examples/async_sgd/compare.py --seeds 5 --trials 30 --workers 2
+    python examples/async_sgd/compare.py --seeds 3 --trials 30 --workers 2
 
-For every seed and strategy a fresh in-memory study runs ``--trials`` training runs, two at a
-time on one shared local Dask cluster (the failure-rate guard is off: a comparison needs the full
-budget). Both strategies start from the same ``--n-initial`` scrambled Sobol points per seed.
-Prints Markdown tables: the median over seeds of the best validation loss (and the accuracy of
-that trial) after 10, 20, ... trials, every trial pooled by variant, and the best configuration
-found. Training runs are noisy (thread scheduling), so read medians, not one seed.
+For every seed and method a fresh in-memory study runs ``--trials`` training runs, two at a time
+on one shared local Dask cluster (the failure-rate guard is off: a comparison needs the full
+budget). A method is an abo strategy (``qlognei``, ``random``, ...), optionally with ``+penalty``:
+diverged runs are then told as ``--diverged-value`` instead of failed (abo's model ignores failed
+trials; a told value teaches it where training blows up). All methods of a seed start from the
+same ``--n-initial`` scrambled Sobol points. Prints Markdown tables: the median over seeds of the
+best validation loss (and the accuracy of that trial) after 10, 20, ... trials; every trial pooled
+by variant; and the best configuration found. Training runs are noisy (thread scheduling), so
+read medians, not one seed.
 """
 
 from __future__ import annotations
@@ -38,38 +41,48 @@ from tune import SPACE, Objective  # noqa: E402
 class Run:
     """One study's outcome: its trials in id order."""
 
-    strategy: str
+    method: str
     seed: int
     trials: list[Trial]
     seconds: float
 
     def best_after(self, n: int) -> Trial | None:
-        done = [t for t in self.trials[:n] if t.state is TrialState.DONE]
-        return min(done, key=lambda t: t.value) if done else None
+        good = [t for t in self.trials[:n] if trained(t)]
+        return min(good, key=lambda t: t.value) if good else None
 
-    @property
-    def n_failed(self) -> int:
-        return sum(t.state is TrialState.FAILED for t in self.trials)
+
+def diverged(t: Trial) -> bool:
+    """Failed by ``Diverged``, or told as the penalty value."""
+    failed = t.state is TrialState.FAILED and (t.reason or "").startswith("Diverged")
+    return failed or "diverged" in t.user
+
+
+def trained(t: Trial) -> bool:
+    """Done with a real validation loss (not a penalty)."""
+    return t.state is TrialState.DONE and "diverged" not in t.user
 
 
 def _median(values: Sequence[float]) -> str:
     return f"{statistics.median(values):.4f}" if values else "-"
 
 
-def table(runs: Sequence[Run], strategies: Sequence[str], checkpoints: Sequence[int]) -> str:
+def table(runs: Sequence[Run], methods: Sequence[str], checkpoints: Sequence[int]) -> str:
     """Median over seeds of the best loss (accuracy of that trial) after each checkpoint."""
-    head = ["strategy"] + [f"best loss @{n}" for n in checkpoints]
-    head += [f"its accuracy @{checkpoints[-1]}", "failed / run", "seconds / run"]
+    head = ["method"] + [f"best loss @{n}" for n in checkpoints]
+    head += [f"its accuracy @{checkpoints[-1]}", "diverged / run", "other failures"]
+    head += ["seconds / run"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for s in strategies:
-        mine = [r for r in runs if r.strategy == s]
-        cells = [s]
+    for m in methods:
+        mine = [r for r in runs if r.method == m]
+        cells = [m]
         for n in checkpoints:
             cells.append(_median([b.value for r in mine if (b := r.best_after(n))]))
-        cells.append(
-            _median([b.user["accuracy"] for r in mine if (b := r.best_after(checkpoints[-1]))])
-        )
-        cells.append(f"{statistics.mean(r.n_failed for r in mine):.1f}")
+        last = [b for r in mine if (b := r.best_after(checkpoints[-1]))]
+        cells.append(_median([b.user["accuracy"] for b in last]))
+        trials = [t for r in mine for t in r.trials]
+        cells.append(f"{sum(map(diverged, trials)) / len(mine):.1f}")
+        other = [t for t in trials if t.state is TrialState.FAILED and not diverged(t)]
+        cells.append(str(len(other)))
         cells.append(f"{statistics.mean(r.seconds for r in mine):.0f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -77,33 +90,37 @@ def table(runs: Sequence[Run], strategies: Sequence[str], checkpoints: Sequence[
 
 def by_variant(trials: Sequence[Trial]) -> str:
     """Trials pooled by variant: how often it diverged, how well it did."""
-    head = ["variant", "trials", "diverged", "median loss (done)", "best loss", "its staleness"]
+    head = ["variant", "trials", "diverged", "median loss (trained)", "best loss"]
+    head += ["its workers", "its mean staleness"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in trainer.VARIANTS:
         mine = [t for t in trials if t.params["variant"] == v]
-        done = [t for t in mine if t.state is TrialState.DONE]
-        best = min(done, key=lambda t: t.value) if done else None
-        lines.append(
-            f"| {v} | {len(mine)} | {sum(t.state is TrialState.FAILED for t in mine)} | "
-            f"{_median([t.value for t in done])} | "
-            + (f"{best.value:.4f} | {best.user['mean_staleness']:.2f} |" if best else "- | - |")
-        )
+        good = [t for t in mine if trained(t)]
+        best = min(good, key=lambda t: t.value) if good else None
+        cells = [v, str(len(mine)), str(sum(map(diverged, mine))), _median([t.value for t in good])]
+        if best is None:
+            cells += ["-", "-", "-"]
+        else:
+            cells += [f"{best.value:.4f}", str(best.params["workers"])]
+            cells += [f"{best.user['mean_staleness']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2, help="training runs at a time")
-    parser.add_argument("--strategies", nargs="+", default=["qlognei", "random"])
+    parser.add_argument("--methods", nargs="+", default=["qlognei", "qlognei+penalty", "random"])
+    parser.add_argument("--diverged-value", type=float, default=trainer.DIVERGED_LOSS)
     parser.add_argument("--async-workers", type=int, default=4, help="for the last table")
     parser.add_argument("--n-initial", type=int, default=8, help="Sobol points before the model")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.strategies) - set(abo.strategies()))
+    unknown = sorted({m.removesuffix("+penalty") for m in args.methods} - set(abo.strategies()))
     if unknown:
-        parser.error(f"--strategies: unknown {unknown} (known: {', '.join(abo.strategies())})")
+        parser.error(f"--methods: unknown {unknown} (known: {', '.join(abo.strategies())})")
 
     for module in (trainer, tune):  # Dask workers cannot import this folder's modules
         cloudpickle.register_pickle_by_value(module)
@@ -111,19 +128,26 @@ def main(argv: list[str] | None = None) -> None:
     start = time.time()
     with DaskExecutor(n_workers=args.workers) as executor:
         for seed in range(args.seeds):
-            for strategy in args.strategies:
+            for method in args.methods:
+                strategy = method.removesuffix("+penalty")
+                penalty = args.diverged_value if method.endswith("+penalty") else None
                 study = abo.create_study(
                     SPACE, strategy=strategy, seed=seed, n_initial=args.n_initial
                 )
                 t0 = time.time()
-                study.optimize(
-                    Objective(args.epochs), n_trials=args.trials, executor=executor, guard=None
+                result = study.optimize(
+                    Objective(args.epochs, penalty),
+                    n_trials=args.trials,
+                    executor=executor,
+                    guard=None,
                 )
-                runs.append(Run(strategy, seed, study.trials, time.time() - t0))
+                if result.stopped:
+                    sys.exit(f"stopped ({result.stopped}): no table from an incomplete comparison")
+                runs.append(Run(method, seed, study.trials, time.time() - t0))
                 best = runs[-1].best_after(args.trials)
                 print(
-                    f"seed {seed} {strategy}: best loss {best.value if best else float('nan'):.4f}"
-                    f" ({runs[-1].n_failed} failed, {runs[-1].seconds:.0f} s)",
+                    f"seed {seed} {method}: best loss {best.value if best else float('nan'):.4f}"
+                    f" ({sum(map(diverged, study.trials))} diverged, {runs[-1].seconds:.0f} s)",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -133,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
         f" at a time; {platform.platform()}, {platform.processor() or platform.machine()},"
         f" {os.cpu_count()} CPUs; {time.time() - start:.0f} s in all\n"
     )
-    print(table(runs, args.strategies, checkpoints))
+    print(table(runs, args.methods, checkpoints))
     trials = [t for r in runs for t in r.trials]
     print("\nEvery trial of every study, by variant:\n")
     print(by_variant(trials))
@@ -145,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     if overall is not None:
         run = next(r for r in runs if overall in r.trials)
         print(
-            f"\nBest configuration ({run.strategy}, seed {run.seed}): validation loss "
+            f"\nBest configuration ({run.method}, seed {run.seed}): validation loss "
             f"{overall.value:.4f}, accuracy {overall.user['accuracy']:.4f}, mean staleness "
             f"{overall.user['mean_staleness']:.2f} (max {overall.user['max_staleness']})"
         )

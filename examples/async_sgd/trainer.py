@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Diverged as exc:
-        print(f"diverged: {exc}", file=sys.stderr)
+        print(exc, file=sys.stderr)  # "diverged after ..."
         return EXIT_DIVERGED
     print(json.dumps(result))
     return 0

@@ -35,13 +35,24 @@ SPACE = abo.Space(
 
 
 class Objective:
-    """``train`` with a fixed epoch budget: a picklable callable for the Dask workers."""
+    """``train`` with a fixed epoch budget: a picklable callable for the Dask workers.
 
-    def __init__(self, epochs: int) -> None:
+    A diverged run raises, so abo marks its trial ``failed`` — and abo's model never sees failed
+    trials. With ``diverged_value`` the run is told as that (bad, finite) value instead, with
+    ``{"diverged": reason}`` in its metadata, so the surrogate learns where training blows up.
+    """
+
+    def __init__(self, epochs: int, diverged_value: float | None = None) -> None:
         self.epochs = epochs
+        self.diverged_value = diverged_value
 
     def __call__(self, params: dict) -> dict:
-        return trainer.train({**params, "epochs": self.epochs})
+        try:
+            return trainer.train({**params, "epochs": self.epochs})
+        except trainer.Diverged as exc:
+            if self.diverged_value is None:
+                raise
+            return {"value": self.diverged_value, "diverged": str(exc)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -52,6 +63,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--strategy", default="qlognei", choices=sorted(abo.strategies()))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--storage", default=None, help="e.g. sqlite:///async_sgd.db")
+    parser.add_argument(
+        "--diverged-value",
+        type=float,
+        default=None,
+        help="tell diverged runs as this loss (e.g. 10) instead of failing them",
+    )
     args = parser.parse_args(argv)
 
     cloudpickle.register_pickle_by_value(trainer)  # the workers cannot import it by name
@@ -59,11 +76,14 @@ def main(argv: list[str] | None = None) -> None:
         SPACE, storage=args.storage, direction="minimize", strategy=args.strategy, seed=args.seed
     )
     with DaskExecutor(n_workers=args.workers) as executor:
-        result = study.optimize(Objective(args.epochs), n_trials=args.trials, executor=executor)
+        result = study.optimize(
+            Objective(args.epochs, args.diverged_value), n_trials=args.trials, executor=executor
+        )
     print(result.summary())
     best = study.best
     if best is not None:
-        print(f"best validation loss {best.value:.4f}, accuracy {best.user['accuracy']:.3f}")
+        accuracy = best.user.get("accuracy", float("nan"))  # none when only penalties
+        print(f"best validation loss {best.value:.4f}, accuracy {accuracy:.3f}")
         print(f"best configuration: {best.params}")
 
 

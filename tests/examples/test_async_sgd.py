@@ -113,6 +113,9 @@ def test_a_diverging_run_fails_its_trial_in_the_python_route() -> None:
     assert result.n_failed == 1 and result.n_done == 0
     (trial,) = study.trials
     assert trial.state is TrialState.FAILED and trial.reason.startswith("Diverged:")
+    # the opt-in alternative: tell the diverged run as a bad value the model can learn from
+    told = tune.Objective(epochs=1, diverged_value=10.0)(trial.params)
+    assert told["value"] == 10.0 and told["diverged"].startswith("diverged after")
 
 
 @pytest.mark.slow
