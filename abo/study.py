@@ -288,12 +288,25 @@ class Study:
                 started += self._propose_and_start(remaining, n_workers, extra)
             return started
 
-    def _utilities(self, trials: Sequence[Trial]) -> Tensor:
-        sign = -1.0 if self.direction == "minimize" else 1.0
-        return torch.tensor([[sign * float(t.value)] for t in trials], dtype=torch.double)
+    def _observations(
+        self, done: Sequence[Trial], failed: Sequence[Trial]
+    ) -> tuple[list[Trial], Tensor, Tensor]:
+        """Model data: done trials as utilities (larger is better), failed ones at the worst.
 
-    def _model(self, done: Sequence[Trial], X: Tensor, Y: Tensor) -> FittedModel | None:
-        key = tuple(t.id for t in done)
+        A failed trial says its parameters are bad (the objective raised, diverged or timed
+        out); modelling it at the worst observed utility steers proposals away from the region
+        instead of proposing it again and again.
+        """
+        sign = -1.0 if self.direction == "minimize" else 1.0
+        utilities = [sign * float(t.value) for t in done]  # type: ignore[arg-type]
+        worst = min(utilities) if utilities else 0.0
+        trials = [*done, *failed] if utilities else list(done)
+        Y = utilities + ([worst] * len(failed) if utilities else [])
+        X = self.space.to_unit_batch([t.params for t in trials])
+        return trials, X, torch.tensor(Y, dtype=torch.double).reshape(-1, 1)
+
+    def _model(self, observed: Sequence[Trial], X: Tensor, Y: Tensor) -> FittedModel | None:
+        key = tuple(t.id for t in observed)
         if self._fit is not None and self._fit_key == key:
             return self._fit
         try:
@@ -329,13 +342,21 @@ class Study:
             X_new.append(space.round(points))
             infos += [{"strategy": "sobol"} for _ in range(n_sobol)]
         if m - n_sobol:
-            X_done = space.to_unit_batch([t.params for t in done])
+            failed = [t for t in trials if t.state is TrialState.FAILED]
+            observed, X_obs, Y_obs = self._observations(done, failed)
             pending = [space.to_unit_batch([t.params for t in running])] + X_new
-            proposal, extra = self._run_strategy(
-                m - n_sobol, done, X_done, torch.cat(pending), seed, len(trials), n_workers
+            proposal, timing = self._run_strategy(
+                m - n_sobol,
+                observed,
+                X_obs,
+                Y_obs,
+                torch.cat(pending),
+                seed,
+                len(trials),
+                n_workers,
             )
             X_new.append(space.round(proposal.X))
-            infos += [{**info, **extra} for info in proposal.info]
+            infos += [{**info, **timing} for info in proposal.info]
         X_all = torch.cat(X_new)
         X_all = self._deduplicate(X_all, trials, seed, infos)
         params = [space.from_unit(x) for x in X_all]
@@ -344,8 +365,9 @@ class Study:
     def _run_strategy(
         self,
         m: int,
-        done: Sequence[Trial],
+        observed: Sequence[Trial],
         X: Tensor,
+        Y: Tensor,
         X_pending: Tensor,
         seed: int,
         n_trials: int,
@@ -354,8 +376,7 @@ class Study:
         t0 = time.perf_counter()
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            Y = self._utilities(done)
-            fitted = self._model(done, X, Y) if self._strategy.needs_model else None
+            fitted = self._model(observed, X, Y) if self._strategy.needs_model else None
             t_fit = time.perf_counter() - t0
             ctx = ProposalContext(
                 model=fitted.model if fitted else None,
@@ -387,7 +408,7 @@ class Study:
         extra = {
             "proposal_seconds": round(seconds / m, 6),
             "fit_seconds": round(t_fit, 6),
-            "n_observations": fitted.n if fitted else len(done),
+            "n_observations": fitted.n if fitted else len(observed),
         }
         return proposal, extra
 

@@ -560,3 +560,32 @@ def test_threads_sharing_one_study_get_distinct_trials(storage_url: str) -> None
     trials = s.trials
     assert [t.id for t in trials] == list(range(1, 21)) and sorted(told) == list(range(1, 21))
     assert all(t.state is TrialState.DONE and t.value == told[t.id] for t in trials)
+
+
+def test_failed_trials_steer_the_model_away_and_caller_info_survives_the_model_phase() -> None:
+    """A failed region is modelled at the worst value; ask_batch(info=...) reaches GP trials.
+
+    The objective improves towards x = 0.5 and fails below it: a model blind to failures
+    extrapolates the trend into the failing region again and again.
+    """
+    import abo
+
+    space = abo.Space({"x": abo.Float(0.0, 1.0)})
+    study = abo.create_study(space, strategy="qlognei", seed=5, n_initial=4)
+
+    def evaluate(t: abo.Trial) -> None:
+        if t.params["x"] > 0.5:
+            study.tell(t.id, t.params["x"])
+        else:
+            study.fail(t.id, reason="diverged")
+
+    for _ in range(4):
+        evaluate(study.ask())
+    proposals = []
+    for _ in range(6):
+        t = study.ask_batch(1, info={"client_id": "c1"})[0]
+        assert t.info["client_id"] == "c1" and t.info["strategy"] == "qlognei"
+        assert t.info["n_observations"] == 4 + len(proposals)
+        proposals.append(t.params["x"])
+        evaluate(t)
+    assert sum(x < 0.45 for x in proposals) <= 1, proposals
