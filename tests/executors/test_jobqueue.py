@@ -42,8 +42,8 @@ def _slurm_unavailable() -> str | None:
         )
     except subprocess.TimeoutExpired:
         return "sinfo timed out: slurmctld does not answer (run `bash .ci/slurm.sh`)"
-    states = out.stdout.split()
-    if out.returncode != 0 or not {"idle", "mixed", "allocated"} & set(states):
+    states = {state.rstrip("*~#!%$@^-+") for state in out.stdout.split()}
+    if out.returncode != 0 or not {"idle", "mixed", "allocated", "completing"} & states:
         return f"no usable SLURM node (sinfo: {out.stdout.strip() or out.stderr.strip()})"
     return None
 
@@ -331,6 +331,7 @@ def test_killed_driver_orphans_are_cancelled_and_resume_completes_budget(
     )
     before = {t.id: t for t in study.trials}
     running = [t.id for t in before.values() if t.state is TrialState.RUNNING]
+    assert running, "the driver was killed with nothing in flight"
     ex = _executor(tmp_path, "resume", jobs=2)
     with ex:
         assert ex.orphans and {j.name for j in ex.orphans} == {name}
