@@ -4,7 +4,7 @@
 # Idempotent: installs only what is missing, rewrites the config only when it changed, starts
 # only the daemons that are not running (a stale pid file from a dead daemon is ignored), and
 # waits until the node accepts jobs. Prints `export SLURM_CONF=...` and writes the same line
-# to $STATE/env, so CI can `eval "$(bash .ci/slurm.sh)"` and tests find the config either way.
+# to $STATE/env: CI runs `bash .ci/slurm.sh && . /var/tmp/abo-slurm/env` (tests also find it there).
 #
 # Recipe and measurements: /work/shared/HPC.md (Debian 12, root, no systemd, no cgroups).
 set -euo pipefail

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dask
+from dask.utils import parse_bytes
 from distributed import Client
 
 from abo.exceptions import AboError
@@ -117,12 +118,16 @@ class BatchJob:
         return True
 
 
+class _Unreachable(AboError):
+    """A batch-system command failed (no controller, not configured, not on PATH)."""
+
+
 def _run(cmd: list[str], timeout: float = 30.0) -> str:
     if shutil.which(cmd[0]) is None:
-        raise AboError(f"system: {cmd[0]!r} is not on PATH, so the batch queue cannot be read")
+        raise _Unreachable(f"system: {cmd[0]!r} is not on PATH, so the batch queue cannot be read")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
-        raise AboError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        raise _Unreachable(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout
 
 
@@ -136,8 +141,8 @@ def _listing(system: str) -> list[tuple[str, str, str]]:
         out = _run(["bjobs", "-noheader", "-o", "jobid job_name stat delimiter='|'"])
         return [tuple(line.split("|", 2)) for line in out.splitlines() if line.count("|") >= 2]
     if system == "htcondor":
-        out = _run(["condor_q", user, "-af:|", "ClusterId", "AboJobName", "JobStatus"])
-        return [tuple(line.split("|", 2)) for line in out.splitlines() if line.count("|") >= 2]
+        out = _run(["condor_q", user, "-af:t", "ClusterId", "AboJobName", "JobStatus"])
+        return [tuple(line.split("\t", 2)) for line in out.splitlines() if line.count("\t") >= 2]
     if system == "sge":
         jobs, current = [], None
         for line in _run(["qstat", "-r", "-u", user]).splitlines():
@@ -270,6 +275,13 @@ class JobQueueExecutor(DaskExecutor):
                 raise AboError(f"{field}: expected an integer >= {low}, got {value!r}")
         if min_jobs > jobs:
             raise AboError(f"min_jobs: {min_jobs} exceeds jobs ({jobs})")
+        try:
+            if parse_bytes(memory) <= 0:
+                raise ValueError("not positive")
+        except (TypeError, ValueError) as exc:
+            raise AboError(
+                f"memory: expected a size such as '4GB', got {memory!r} ({exc})"
+            ) from None
         if processes > cores:
             raise AboError(f"processes: {processes} exceeds cores ({cores})")
         tag = "abo" if tag is None else tag
@@ -289,22 +301,21 @@ class JobQueueExecutor(DaskExecutor):
             log_directory,
             extra,
         )
-        self.orphans: list[BatchJob] = []
-        reachable = shutil.which(_QUEUE_TOOL.get(system, "qstat")) is not None
-        if reachable:
-            try:
-                self.orphans = cancel_orphans(tag, system, exact=True)
-            except (AboError, OSError, subprocess.SubprocessError) as exc:
-                reachable = False
-                log.warning("cannot check the batch queue for orphaned jobs: %s", exc)
         with dask.config.set(ABO_DASK_CONFIG):
             try:
                 cluster = _cluster_class(system)(**kwargs)
             except (TypeError, ValueError) as exc:
                 raise AboError(f"{system}: dask-jobqueue rejected the options: {exc}") from exc
         try:
-            if reachable and system == "slurm":
-                _sbatch_test_only(cluster.job_script())
+            # every option is checked before anything in the queue changes
+            self.orphans: list[BatchJob] = []
+            if shutil.which(_QUEUE_TOOL.get(system, "qstat")) is not None:
+                try:
+                    if system == "slurm":
+                        _sbatch_test_only(cluster.job_script())
+                    self.orphans = cancel_orphans(tag, system, exact=True)
+                except (OSError, subprocess.SubprocessError, _Unreachable) as exc:
+                    log.warning("cannot check the batch queue (%s): jobs may not start", exc)
             # tiny target duration: one job per queued evaluation (up to ``jobs``), not one
             # job per 5 s of estimated work
             cluster.adapt(minimum_jobs=min_jobs, maximum_jobs=jobs, target_duration="1ms")
@@ -413,11 +424,12 @@ def _sbatch_test_only(script: str) -> None:
         proc = subprocess.run(
             ["sbatch", "--test-only", fh.name], capture_output=True, text=True, timeout=30
         )
+    err = proc.stderr.strip()
+    unreachable = ("Unable to contact", "Could not establish a configuration source")
+    if proc.returncode != 0 and any(text in err for text in unreachable):
+        raise _Unreachable(f"sbatch --test-only: {err}")
     if proc.returncode != 0:
-        raise AboError(
-            "cores/memory/walltime/queue/account: SLURM rejects the job request: "
-            f"{proc.stderr.strip()}"
-        )
+        raise AboError(f"cores/memory/walltime/queue/account: SLURM rejects the job request: {err}")
 
 
 def _seconds(walltime: str) -> int:

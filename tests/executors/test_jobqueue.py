@@ -146,6 +146,17 @@ def test_bad_options_raise_clear_errors() -> None:
         JobQueueExecutor(system="slurm", tag="has-dash")
     with pytest.raises(AboError, match="min_jobs"):
         JobQueueExecutor(system="slurm", jobs=1, min_jobs=2)
+    with pytest.raises(AboError, match="memory"):
+        JobQueueExecutor(system="slurm", memory="lots")
+
+
+@pytest.mark.slow
+def test_a_request_slurm_cannot_satisfy_fails_at_once(slurm: str, tmp_path: Path) -> None:
+    with pytest.raises(AboError, match="memory.*SLURM rejects.*not available"):
+        _executor(tmp_path, "toobig", memory="500TB")
+    with pytest.raises(AboError, match="SLURM rejects.*partition"):
+        _executor(tmp_path, "nopart", queue="nosuchqueue")
+    assert list_jobs("toobig") == [] and list_jobs("nopart") == []
 
 
 # -- on SLURM ---------------------------------------------------------------------------------
