@@ -284,6 +284,39 @@ def test_cancel_orphans_cancels_only_jobs_of_dead_drivers(slurm: str, tmp_path: 
         subprocess.run(["scancel", dead_job, live_job], check=False)
 
 
+CLEAN_DRIVER = """
+import sys, time
+import abo
+from abo.executors import JobQueueExecutor
+
+def objective(params):
+    time.sleep(0.3)
+    return params["x"]
+
+study = abo.create_study(abo.Space({"x": abo.Float(0.0, 1.0)}), strategy="random", seed=5)
+# 3 jobs on 2 CPUs: one stays pending (without a cancel it would start after the exit and
+# idle until its death timeout)
+ex = JobQueueExecutor(system="slurm", memory="500MB", queue="debug", jobs=3, min_jobs=3,
+                      tag="clean", log_directory=sys.argv[1])
+print(study.optimize(objective, n_trials=4, executor=ex).n_done, flush=True)
+# no close(): exiting the interpreter must still leave no job behind
+"""
+
+
+@pytest.mark.slow
+def test_driver_that_exits_without_close_leaves_no_jobs(slurm: str, tmp_path: Path) -> None:
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(CLEAN_DRIVER))
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "logs")], stdout=subprocess.PIPE, text=True
+    )
+    name = job_name("clean", pid=driver.pid)
+    out, _ = driver.communicate(timeout=120)
+    assert driver.returncode == 0 and out.split()[-1] == "4"
+    assert list((tmp_path / "logs").glob(f"{name}-*.err"))  # its jobs did run
+    assert _wait_gone(name, timeout=10) == []
+
+
 DRIVER = """
 import sys, time
 import abo
