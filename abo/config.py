@@ -25,6 +25,7 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
 from __future__ import annotations
 
 import importlib
+import os
 import shlex
 import sys
 import tomllib
@@ -132,6 +133,11 @@ def build_objective(spec: RunSpec) -> Callable[..., Any]:
         raise ConfigError(f"objective.function: expected 'module:function', got {target!r}")
     if str(here) not in sys.path:
         sys.path.insert(0, str(here))
+    # Workers import the function by reference: local worker processes inherit sys.path,
+    # batch jobs inherit the environment.
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(here) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(here), *filter(None, paths)])
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -139,10 +145,6 @@ def build_objective(spec: RunSpec) -> Callable[..., Any]:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ConfigError(f"objective.function: {module_name} has no function {attr!r}")
-    if (module.__file__ or "").startswith(str(here)):
-        import cloudpickle
-
-        cloudpickle.register_pickle_by_value(module)  # workers need not import the file
     return fn
 
 

@@ -159,3 +159,22 @@ def test_failure_rate_exit_code_and_config_errors(tmp_path: Path) -> None:
     )
     out = _abo("run", str(bad), cwd=tmp_path)
     assert out.returncode == 1 and "study.n_trials" in out.stderr
+
+
+def test_function_objective_runs_on_local_dask_workers(tmp_path: Path) -> None:
+    """`function = "module:function"` from the study file's folder imports on the workers."""
+    (tmp_path / "myobjective.py").write_text(
+        "def objective(params):\n    return (params['x'] - 0.3) ** 2\n"
+    )
+    toml = tmp_path / "study.toml"
+    toml.write_text(
+        '[study]\nname = "fn"\nstorage = "sqlite:///fn.db"\nstrategy = "random"\nn_trials = 4\n'
+        '[space]\nx = {type = "float", low = 0, high = 1}\n'
+        '[objective]\nfunction = "myobjective:objective"\n'
+        '[executor]\nkind = "local"\nn_workers = 1\n'
+    )
+    out = _abo("run", str(toml), "--quiet", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    study = abo.load_study("fn", storage=f"sqlite:///{tmp_path / 'fn.db'}")
+    assert sorted(t.state.value for t in study.trials) == ["done"] * 4
+    assert all(t.value == (t.params["x"] - 0.3) ** 2 for t in study.trials)
