@@ -1,0 +1,126 @@
+"""``python -m benchmarks`` (and ``abo bench``): run suites, report them, time proposals.
+
+python -m benchmarks run smoke --out results/smoke.jsonl --processes 2
+python -m benchmarks run full --shard 0/4 --out results/full-0.jsonl   # one of 4 machines
+python -m benchmarks report results/*.jsonl --out docs/benchmarks
+python -m benchmarks latency --sizes 50 200 500
+python -m benchmarks utilization --trials 200 --workers 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+def _log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from benchmarks.harness import run_cells, shard, suite_cells
+    from benchmarks.suites import SUITES
+
+    suite = SUITES[args.suite]
+    cells = suite_cells(suite, args.methods, args.problems, args.k, args.seeds)
+    if args.durations:
+        cells = [(m, p, k, args.durations, b, s) for (m, p, k, _d, b, s) in cells]
+    cells = shard(cells, args.shard)
+    options = dict(suite.strategy_options)
+    run_cells(cells, args.out, options, processes=args.processes, progress=_log)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from benchmarks.report import write_report
+
+    print(write_report(args.results, args.out, title=args.title))
+    return 0
+
+
+def _latency(args: argparse.Namespace) -> int:
+    from benchmarks.latency import main as latency_main
+
+    return latency_main(args)
+
+
+def _utilization(args: argparse.Namespace) -> int:
+    from benchmarks.loop_utilization import main as utilization_main
+
+    return utilization_main(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line, one sub-command per benchmark."""
+    from benchmarks.suites import SUITES
+
+    top = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    sub = top.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a suite into a JSON-lines file (resumable)")
+    run.add_argument("suite", choices=list(SUITES))
+    run.add_argument("--out", required=True, help="JSON-lines results file (appended to)")
+    run.add_argument("--processes", type=int, default=1, help="runs in parallel")
+    run.add_argument("--shard", default=None, help="'i/n': only every n-th run, from the i-th")
+    run.add_argument("--methods", nargs="+", default=None)
+    run.add_argument("--problems", nargs="+", default=None)
+    run.add_argument("--k", nargs="+", type=int, default=None)
+    run.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: suite's)")
+    run.add_argument("--durations", default=None, help="override the suite's distribution")
+    run.set_defaults(func=_run)
+
+    rep = sub.add_parser("report", help="Markdown tables and PNG plots from results files")
+    rep.add_argument("results", nargs="+", help="JSON-lines files (merged)")
+    rep.add_argument("--out", required=True, help="folder for report.md and the PNGs")
+    rep.add_argument("--title", default="Benchmark results")
+    rep.set_defaults(func=_report)
+
+    lat = sub.add_parser("latency", help="Study.ask() seconds against the number of observations")
+    lat.add_argument("--sizes", nargs="+", type=int, default=[50, 200, 500, 1000, 2000])
+    lat.add_argument("--strategies", nargs="+", default=None)
+    lat.add_argument("--repeats", type=int, default=5, help="asks timed per size")
+    lat.add_argument("--cap", type=float, default=120.0, help="seconds per strategy and size")
+    lat.add_argument("--seed", type=int, default=0)
+    lat.set_defaults(func=_latency)
+
+    util = sub.add_parser("utilization", help="study.optimize on a local Dask cluster")
+    util.add_argument("--trials", type=int, default=200)
+    util.add_argument("--workers", type=int, default=32)
+    util.add_argument("--strategy", default="qlognei")
+    util.add_argument("--seed", type=int, default=0)
+    util.set_defaults(func=_utilization)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    for name in ("processes", "seeds", "trials", "workers", "repeats"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            parser().error(f"--{name}: expected a positive integer, got {value}")
+    try:
+        return args.func(args)
+    except ValueError as exc:
+        parser().error(str(exc))
+    return 2
+
+
+def register(app: Any) -> None:
+    """Add ``abo bench ...`` to abo's typer app; arguments are passed through to ``main``."""
+    import typer
+
+    @app.command(
+        "bench",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )
+    def bench(ctx: typer.Context) -> None:
+        """Benchmarks: run suites, report them, time proposals (see `abo bench --help`)."""
+        raise typer.Exit(main(list(ctx.args) or ["--help"]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

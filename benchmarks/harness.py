@@ -1,0 +1,280 @@
+"""Run a grid of simulated asynchronous (or synchronous-batch) runs and store them as JSON lines.
+
+The event loop follows ``benchmarks/simulator.py`` exactly (same Latin-hypercube design, same
+duration stream, ties finish together, one proposal per free worker) and reuses its pieces; it
+adds what that simulator does not do: synchronous batches (``q = k`` points only when every
+worker is free), noisy problems (regret on the true function at the best observed point),
+worker utilisation and the duplicate rate.
+
+One JSON line per run holds the cell (method, problem, k, durations, budget, seed), its curves
+(completion times and best-so-far regret after each completion) and its summary metrics, so a
+results file can be resumed (runs already in it are skipped) and files merged by concatenation.
+
+Example:
+    >>> from benchmarks.suites import get_problem
+    >>> run = simulate_run(get_problem("branin"), "random", k=2, budget=8, seed=0)
+    >>> len(run["regret"]), run["times"][0], run["duplicate_rate"]
+    (8, 0.0, 0.0)
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.methods import method_spec
+from benchmarks.simulator import initial_design, sample_durations
+from benchmarks.suites import AnyProblem, Suite, get_problem, observe
+
+DUPLICATE_TOL = 1e-3
+KEY_FIELDS = ("method", "problem", "k", "durations", "budget", "seed")
+
+
+def run_key(run: dict[str, Any]) -> tuple[Any, ...]:
+    """What identifies a run across files (for resuming and merging)."""
+    return tuple(run[f] for f in KEY_FIELDS)
+
+
+def simulate_run(
+    problem: AnyProblem,
+    method: str,
+    k: int,
+    budget: int,
+    seed: int,
+    durations: str = "halfnormal",
+    strategy_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One run of ``method`` with ``k`` workers until ``budget`` results: a JSON-able record.
+
+    ``k`` is the cell's worker count; a sequential method uses one worker of it (``workers``).
+    """
+    spec = method_spec(method)
+    workers = spec.workers(k)
+    n0 = 2 * problem.dim
+    if k < 1 or not n0 <= budget:
+        raise ValueError(f"k/budget: need k >= 1 and budget >= {n0}, got k={k}, budget={budget}")
+    taus = sample_durations(durations, budget, np.random.default_rng([seed, 2]))
+    noise = np.random.default_rng([seed, 3])
+    options = dict(strategy_options or {})
+    t_start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # experimental-feature and numerical chatter
+        logging.getLogger("optuna").setLevel(logging.WARNING)
+        opt = spec.build(problem, seed, workers, n0, options)
+        loop = _Loop(problem, opt, workers, budget, taus, noise, spec.synchronous)
+        loop.run(initial_design(problem.dim, n0, seed))
+    busy = float(np.sum(taus[n0:budget]))
+    makespan = loop.clock
+    return {
+        "method": method,
+        "problem": problem.name,
+        "k": k,
+        "workers": workers,
+        "durations": durations,
+        "budget": budget,
+        "seed": seed,
+        "n_initial": n0,
+        "synchronous": spec.synchronous,
+        "sequential": spec.sequential,
+        "strategy_options": options,
+        "times": [round(t, 6) for t in loop.times],
+        "regret": [float(f"{r:.6g}") for r in loop.regrets],
+        "utilization": busy / (workers * makespan) if makespan > 0 else 1.0,
+        "duplicate_rate": loop.duplicates / max(1, len(loop.proposal_seconds)),
+        "proposal_seconds": [round(s, 5) for s in loop.proposal_seconds],
+        "wall_seconds": round(time.perf_counter() - t_start, 3),
+    }
+
+
+class _Loop:
+    """The discrete-event loop; ``clock`` jumps from completion to completion."""
+
+    def __init__(
+        self,
+        problem: AnyProblem,
+        opt: Any,
+        k: int,
+        budget: int,
+        taus: np.ndarray,
+        noise: np.random.Generator,
+        synchronous: bool,
+    ) -> None:
+        self.problem, self.opt, self.k, self.budget = problem, opt, k, budget
+        self.taus, self.noise, self.synchronous = taus, noise, synchronous
+        self.clock = 0.0
+        self.events: list[tuple[float, int, Any, float, float, np.ndarray]] = []
+        self.seen: list[np.ndarray] = []  # evaluated and busy points
+        self.times: list[float] = []
+        self.regrets: list[float] = []
+        self.proposal_seconds: list[float] = []
+        self.duplicates = 0
+        self.submitted = 0
+        self._best_y = np.inf
+        self._best_true = np.inf
+
+    def _record(self, y: float, true: float) -> None:
+        if y < self._best_y:  # regret of the best *observed* point, on the true function
+            self._best_y, self._best_true = y, true
+        self.times.append(self.clock)
+        self.regrets.append(max(self._best_true - self.problem.optimum, 0.0))
+
+    def _push(self, handle: Any, x: np.ndarray, seconds: float) -> None:
+        if self.seen and np.min(np.linalg.norm(np.array(self.seen) - x, axis=1)) < DUPLICATE_TOL:
+            self.duplicates += 1
+        self.seen.append(x)
+        self.proposal_seconds.append(seconds)
+        y, true = observe(self.problem, x, self.noise)
+        finish = self.clock + float(self.taus[self.submitted])
+        heapq.heappush(self.events, (finish, self.submitted, handle, y, true, x))
+        self.submitted += 1
+
+    def _fill(self) -> None:
+        free = min(self.k - len(self.events), self.budget - self.submitted)
+        if free <= 0 or (self.synchronous and self.events):
+            return
+        if self.synchronous:
+            t0 = time.perf_counter()
+            batch = self.opt.ask_batch(free)
+            seconds = (time.perf_counter() - t0) / len(batch)
+            for handle, x in batch:
+                self._push(handle, x, seconds)
+            return
+        for _ in range(free):
+            t0 = time.perf_counter()
+            handle, x = self.opt.ask()
+            self._push(handle, x, time.perf_counter() - t0)
+
+    def run(self, design: np.ndarray) -> None:
+        for x in design:
+            y, true = observe(self.problem, x, self.noise)
+            self.opt.add(x, y)
+            self.seen.append(x)
+            self._record(y, true)
+        self.submitted = completed = len(design)
+        self._fill()
+        while completed < self.budget:
+            self.clock = self.events[0][0]
+            while self.events and self.events[0][0] == self.clock:  # ties finish together
+                _, _, handle, y, true, _ = heapq.heappop(self.events)
+                self.opt.tell(handle, y)
+                completed += 1
+                self._record(y, true)
+            self._fill()
+
+
+# -- grids, files, processes ----------------------------------------------------------------
+Cell = tuple[str, str, int, str, int, int]  # method, problem, k, durations, budget, seed
+
+
+def suite_cells(
+    suite: Suite,
+    methods: Sequence[str] | None = None,
+    problems: Sequence[str] | None = None,
+    ks: Sequence[int] | None = None,
+    seeds: int | None = None,
+) -> list[Cell]:
+    """Every run of ``suite`` (restricted by the arguments); sequential methods run once at k=1."""
+    from benchmarks.methods import all_methods
+
+    specs = all_methods()
+    names = list(methods or suite.methods or specs)
+    for name in names:
+        method_spec(name)
+    for problem in problems or ():
+        if problem not in suite.budgets:
+            raise ValueError(f"problem: {problem!r} is not in suite {suite.name!r}")
+    cells: list[Cell] = []
+    # seed-major, so a run cut short still has every method on its first seeds
+    for seed in range(suite.seeds if seeds is None else seeds):
+        for problem in problems or suite.budgets:
+            for durations in suite.durations:
+                for method in names:
+                    for k in sorted({specs[method].workers(k) for k in (ks or suite.ks)}):
+                        cells.append((method, problem, k, durations, suite.budgets[problem], seed))
+    return cells
+
+
+def read_runs(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Every run in the JSON-lines files ``paths`` (later duplicates of a key dropped)."""
+    runs: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for path in paths:
+        if not Path(path).exists():
+            continue
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                run = json.loads(line)
+                runs.setdefault(run_key(run), run)
+    return list(runs.values())
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # one core per run; runs parallelise across processes
+
+
+def _execute(cell: Cell, options: dict[str, Any]) -> dict[str, Any]:
+    method, problem, k, durations, budget, seed = cell
+    return simulate_run(get_problem(problem), method, k, budget, seed, durations, options)
+
+
+def shard(cells: Sequence[Cell], spec: str | None) -> list[Cell]:
+    """Cells ``i, i+n, i+2n, ...`` for ``spec = "i/n"`` (all for ``None``)."""
+    if spec is None:
+        return list(cells)
+    try:
+        i, n = (int(p) for p in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"shard: expected 'i/n' such as '0/4', got {spec!r}") from None
+    if not 0 <= i < n:
+        raise ValueError(f"shard: expected 0 <= i < n, got {spec!r}")
+    return list(cells)[i::n]
+
+
+def run_cells(
+    cells: Sequence[Cell],
+    out: str | Path,
+    strategy_options: dict[str, Any] | None = None,
+    processes: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> int:
+    """Run the ``cells`` not yet in ``out``, appending one line per finished run; how many ran."""
+    done = {run_key(r) for r in read_runs([out])}
+    todo = [c for c in cells if c not in done]
+    options = dict(strategy_options or {})
+    say = progress or (lambda _msg: None)
+    say(f"{len(todo)} runs to do ({len(cells) - len(todo)} already in {out})")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    for i, run in enumerate(_results(todo, options, processes), 1):
+        with open(out, "a") as f:
+            f.write(json.dumps(run) + "\n")
+        say(
+            f"[{i}/{len(todo)}] {run['method']} {run['problem']} k={run['k']} seed={run['seed']}: "
+            f"final regret {run['regret'][-1]:.3g}, {run['wall_seconds']:.1f} s"
+        )
+    return len(todo)
+
+
+def _results(
+    todo: Sequence[Cell], options: dict[str, Any], processes: int
+) -> Iterator[dict[str, Any]]:
+    if processes <= 1:
+        _init_worker()
+        for cell in todo:
+            yield _execute(cell, options)
+        return
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with ProcessPoolExecutor(max_workers=processes, initializer=_init_worker) as pool:
+        futures = [pool.submit(_execute, cell, options) for cell in todo]
+        for future in as_completed(futures):
+            yield future.result()

@@ -1,0 +1,214 @@
+"""Turn JSON-lines results into Markdown tables and PNG regret plots.
+
+Per problem, duration distribution and worker count ``k``: the median and interquartile range
+of log10 simple regret at the final budget and at simulated time ``T = N/k``; the best method
+(lowest median) and every method statistically tied with it — a Wilcoxon signed-rank test
+paired by seed (the seed fixes the initial design and the durations for every method), p-values
+Holm-corrected over the comparisons with the best — are marked. Sequential runs (one worker)
+appear in every ``k`` table as the "n evaluations in sequence" reference.
+
+Example:
+    >>> mark_best({"a": {0: 1.0, 1: 1.1}, "b": {0: 1.0, 1: 1.1}})
+    {'a': 'best', 'b': 'tied'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import wilcoxon
+
+from benchmarks.harness import read_runs
+
+REGRET_FLOOR = 1e-12  # log10 of an exact hit would be -inf
+ALPHA = 0.05
+
+
+def log_regret(value: float) -> float:
+    return float(np.log10(max(value, REGRET_FLOOR)))
+
+
+def regret_at_time(run: Mapping[str, Any], t: float) -> float:
+    """Best-so-far regret among the evaluations completed by simulated time ``t``."""
+    i = int(np.searchsorted(np.asarray(run["times"]), t, side="right")) - 1
+    return float(run["regret"][max(i, 0)])
+
+
+def _holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (monotone, capped at 1)."""
+    m = len(pvalues)
+    order = np.argsort(pvalues)
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted.tolist()
+
+
+def _pvalue(a: np.ndarray, b: np.ndarray) -> float:
+    diff = a - b
+    if np.allclose(diff, 0.0):
+        return 1.0  # identical results: nothing to tell them apart
+    return float(wilcoxon(a, b, zero_method="zsplit").pvalue)
+
+
+def mark_best(values: Mapping[str, Mapping[int, float]], alpha: float = ALPHA) -> dict[str, str]:
+    """``"best"`` for the lowest median, ``"tied"`` for those not significantly worse, else ``""``.
+
+    Args:
+        values: method -> seed -> log10 regret (lower is better).
+        alpha: family-wise error rate of the Holm-corrected Wilcoxon signed-rank tests.
+    """
+    if not values:
+        return {}
+    medians = {m: float(np.median(list(v.values()))) for m, v in values.items()}
+    best = min(medians, key=lambda m: (medians[m], m))
+    others = [m for m in values if m != best]
+    pvalues = []
+    for other in others:
+        seeds = sorted(set(values[best]) & set(values[other]))
+        if len(seeds) < 2:
+            pvalues.append(1.0)  # too few paired seeds to tell: tied
+            continue
+        a = np.array([values[best][s] for s in seeds])
+        b = np.array([values[other][s] for s in seeds])
+        pvalues.append(_pvalue(a, b))
+    marks = {best: "best"}
+    for other, p in zip(others, _holm(pvalues), strict=True):
+        marks[other] = "tied" if p >= alpha else ""
+    return marks
+
+
+def _sequential(run: Mapping[str, Any]) -> bool:
+    return bool(run.get("sequential", run["method"] == "seq-logei"))
+
+
+def _cells(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, int, int], list[Any]]:
+    """``(problem, durations, k, budget) -> runs``; sequential runs are copied into every k."""
+    cells: dict[tuple[str, str, int, int], list[Any]] = {}
+    for run in runs:
+        if not _sequential(run):
+            key = (run["problem"], run["durations"], run["k"], run["budget"])
+            cells.setdefault(key, []).append(run)
+    for run in runs:
+        if _sequential(run):
+            where = (run["problem"], run["durations"], run["budget"])
+            keys = [key for key in cells if (key[0], key[1], key[3]) == where]
+            for key in keys or [(*where[:2], run["k"], run["budget"])]:
+                cells.setdefault(key, []).append(run)
+    return dict(sorted(cells.items()))
+
+
+def _fmt(values: Iterable[float]) -> str:
+    v = np.asarray(list(values))
+    q1, med, q3 = np.percentile(v, [25, 50, 75])
+    return f"{med:.2f} [{q1:.2f}, {q3:.2f}]"
+
+
+def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int) -> str:
+    """The Markdown table of one (problem, durations, k) cell."""
+    by_method: dict[str, list[Mapping[str, Any]]] = {}
+    for run in members:
+        by_method.setdefault(run["method"], []).append(run)
+    horizon = budget / k
+    final = {m: {r["seed"]: log_regret(r["regret"][-1]) for r in rs} for m, rs in by_method.items()}
+    timed = {
+        m: {r["seed"]: log_regret(regret_at_time(r, horizon)) for r in rs}
+        for m, rs in by_method.items()
+    }
+    mark_final, mark_time = mark_best(final), mark_best(timed)
+    lines = [
+        f"| method | workers | seeds | log10 regret at N = {budget} | | "
+        f"log10 regret at t = N/k = {horizon:g} | | utilization | duplicates "
+        "| median s / proposal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = sorted(by_method, key=lambda m: np.median(list(final[m].values())))
+    for method in order:
+        rs = by_method[method]
+        secs = [s for r in rs for s in r["proposal_seconds"]]
+        lines.append(
+            f"| {method} | {rs[0]['workers']} | {len(rs)} | {_fmt(final[method].values())} | "
+            f"{mark_final[method]} | {_fmt(timed[method].values())} | {mark_time[method]} | "
+            f"{np.mean([r['utilization'] for r in rs]):.2f} | "
+            f"{np.mean([r['duplicate_rate'] for r in rs]):.3f} | "
+            f"{np.median(secs) if secs else 0.0:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def _band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tuple(np.percentile(curves, [25, 50, 75], axis=0))  # type: ignore[return-value]
+
+
+def plot_cell(members: Sequence[Mapping[str, Any]], k: int, budget: int, path: Path) -> None:
+    """Regret against evaluations and against simulated time: median with quartile bands."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_method: dict[str, list[Mapping[str, Any]]] = {}
+    for run in members:
+        by_method.setdefault(run["method"], []).append(run)
+    grid = np.linspace(0.0, 1.2 * budget / k, 120)
+    fig, (ax_n, ax_t) = plt.subplots(1, 2, figsize=(12, 4.5))
+    cmap = plt.get_cmap("tab20")
+    for i, (method, rs) in enumerate(sorted(by_method.items())):
+        color = cmap(i % 20)
+        evals = np.array([[log_regret(v) for v in r["regret"]] for r in rs])
+        q1, med, q3 = _band(evals)
+        n = np.arange(1, evals.shape[1] + 1)
+        ax_n.plot(n, med, color=color, label=method)
+        ax_n.fill_between(n, q1, q3, color=color, alpha=0.15)
+        if rs[0]["workers"] == 1 and k > 1:
+            continue  # the sequential reference: against evaluations only
+        timed = np.array([[log_regret(regret_at_time(r, t)) for t in grid] for r in rs])
+        q1, med, q3 = _band(timed)
+        ax_t.plot(grid, med, color=color, label=method)
+        ax_t.fill_between(grid, q1, q3, color=color, alpha=0.15)
+    ax_n.set(xlabel="completed evaluations", ylabel="log10 simple regret")
+    ax_t.set(xlabel="simulated time (mean duration 1)", ylabel="log10 simple regret")
+    ax_t.axvline(budget / k, color="grey", lw=0.8, ls="--")
+    ax_n.legend(fontsize=7, ncol=2)
+    problem = members[0]["problem"]
+    fig.suptitle(f"{problem}, k = {k}, {members[0]['durations']} durations: median and IQR")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write_report(
+    paths: Sequence[str | Path], out: str | Path, title: str = "Benchmark results"
+) -> str:
+    """Write ``report.md`` and one PNG per cell into ``out``; return the Markdown."""
+    runs = read_runs(paths)
+    if not runs:
+        raise ValueError(f"results: no runs in {', '.join(map(str, paths))}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = [
+        f"# {title}",
+        "",
+        "Median [IQR] over seeds of log10 simple regret (best observed point, true function). "
+        "`best`: lowest median; `tied`: not significantly worse than the best (Wilcoxon "
+        f"signed-rank paired by seed, Holm-corrected, alpha = {ALPHA}).",
+    ]
+    for (problem, durations, k, budget), members in _cells(runs).items():
+        png = f"{problem}-{durations}-k{k}.png"
+        plot_cell(members, k, budget, out / png)
+        parts += [
+            "",
+            f"## {problem}, k = {k}, {durations} durations, N = {budget}",
+            "",
+            cell_table(members, k, budget),
+            "",
+            f"![{problem} k={k}]({png})",
+        ]
+    text = "\n".join(parts) + "\n"
+    (out / "report.md").write_text(text)
+    return text

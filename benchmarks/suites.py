@@ -1,0 +1,146 @@
+"""The protocol's test problems (noisy ones too) and the named benchmark suites.
+
+``benchmarks/problems.py`` holds the noiseless Branin and Hartmann-6; this module adds the rest
+of the protocol's table (``/work/shared/BENCHMARKS.md``) on the same unit-cube footing, plus
+Gaussian observation noise for the noisy variants, and names the grids ``python -m benchmarks
+run`` can run.
+
+Example:
+    >>> SUITES["smoke"].budgets["branin"], get_problem("ackley10").dim
+    (60, 10)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from botorch.test_functions import Ackley, Branin, Hartmann, Levy, Michalewicz
+
+from benchmarks.problems import Problem, _on_cube
+
+
+@dataclass(frozen=True)
+class NoisyProblem:
+    """``true`` observed with Gaussian noise of standard deviation ``noise_sd``.
+
+    Regret is always measured on ``true`` (the noiseless function) at the point a method would
+    report, so noise never makes a run look better than it is.
+    """
+
+    name: str
+    true: Problem
+    noise_sd: float
+
+    @property
+    def dim(self) -> int:
+        return self.true.dim
+
+    @property
+    def optimum(self) -> float:
+        return self.true.optimum
+
+
+AnyProblem = Problem | NoisyProblem
+
+
+def _make(name: str, fn: Any) -> Callable[[], Problem]:
+    def build() -> Problem:
+        made = fn()
+        return Problem(name, made.dim, float(made.optimal_value), _on_cube(made))
+
+    build.__doc__ = f"{name} on the unit cube (BoTorch's implementation, minimised)."
+    return build
+
+
+def _noisy(name: str, base: Callable[[], Problem], sd: float) -> Callable[[], NoisyProblem]:
+    def build() -> NoisyProblem:
+        return NoisyProblem(name, base(), sd)
+
+    build.__doc__ = f"{name}: observations with Gaussian noise of sd {sd}."
+    return build
+
+
+_branin = _make("branin", Branin)
+_hartmann6 = _make("hartmann6", lambda: Hartmann(dim=6))
+
+PROBLEMS: dict[str, Callable[[], AnyProblem]] = {
+    "branin": _branin,
+    "hartmann6": _hartmann6,
+    "ackley5": _make("ackley5", lambda: Ackley(dim=5)),
+    "ackley10": _make("ackley10", lambda: Ackley(dim=10)),
+    "levy5": _make("levy5", lambda: Levy(dim=5)),
+    "michalewicz5": _make("michalewicz5", lambda: Michalewicz(dim=5)),
+    "hartmann6-noisy": _noisy("hartmann6-noisy", _hartmann6, 0.1),
+    "branin-noisy": _noisy("branin-noisy", _branin, 1.0),
+}
+
+
+def get_problem(name: str) -> AnyProblem:
+    """The problem called ``name`` (``ValueError`` listing the known names otherwise)."""
+    if name not in PROBLEMS:
+        raise ValueError(f"problem: unknown {name!r}; choose one of {', '.join(PROBLEMS)}")
+    return PROBLEMS[name]()
+
+
+def observe(problem: AnyProblem, x: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    """``(observed value, true value)`` of ``problem`` at ``x``; ``rng`` draws the noise."""
+    if isinstance(problem, NoisyProblem):
+        true = problem.true(x)
+        return true + problem.noise_sd * float(rng.standard_normal()), true
+    value = problem(x)
+    return value, value
+
+
+# -- suites ----------------------------------------------------------------------------------
+SMOKE_OPTIONS: dict[str, Any] = {"raw_samples": 256, "num_restarts": 2}
+"""Acquisition effort in the smoke suite (the protocol's cap is 512/4; halved again to fit)."""
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A grid of runs: every method on every problem, ``k`` and seed."""
+
+    name: str
+    budgets: dict[str, int]
+    ks: tuple[int, ...]
+    seeds: int
+    methods: tuple[str, ...] | None = None  # None: every method in ``benchmarks.methods``
+    durations: tuple[str, ...] = ("halfnormal",)
+    strategy_options: dict[str, Any] = field(default_factory=dict)
+
+
+SUITES: dict[str, Suite] = {
+    "smoke": Suite(
+        "smoke",
+        {"branin": 60, "hartmann6": 100},
+        (4, 16),
+        10,
+        strategy_options=SMOKE_OPTIONS,
+    ),
+    "full": Suite(
+        "full",
+        {
+            "branin": 100,
+            "branin-noisy": 100,
+            "hartmann6": 150,
+            "hartmann6-noisy": 150,
+            "ackley5": 150,
+            "levy5": 150,
+            "michalewicz5": 150,
+            "ackley10": 200,
+        },
+        (4, 8, 16),
+        20,
+        strategy_options={"raw_samples": 512, "num_restarts": 4},
+    ),
+    "tiny": Suite(
+        "tiny",
+        {"branin": 8},
+        (2,),
+        2,
+        methods=("random", "optuna-tpe"),
+    ),
+}

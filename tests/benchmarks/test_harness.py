@@ -1,0 +1,112 @@
+"""The benchmark harness end to end: JSON lines, resume, synchronous batches, noisy regret."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# benchmarks/ lives at the repository root and is not part of the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.__main__ import main  # noqa: E402
+from benchmarks.harness import _Loop, read_runs, shard, simulate_run, suite_cells  # noqa: E402
+from benchmarks.methods import AboBatchMethod, all_methods  # noqa: E402
+from benchmarks.problems import branin  # noqa: E402
+from benchmarks.simulator import initial_design, sample_durations, simulate  # noqa: E402
+from benchmarks.suites import SUITES, NoisyProblem, get_problem  # noqa: E402
+
+
+def test_tiny_suite_runs_resumes_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "tiny.jsonl"
+    assert main(["run", "tiny", "--out", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 4  # random and optuna-tpe x branin x k=2 x 2 seeds
+    assert {(r["method"], r["seed"]) for r in lines} == {
+        (m, s) for m in ("random", "optuna-tpe") for s in (0, 1)
+    }
+    for run in lines:
+        assert run["problem"] == "branin" and run["k"] == 2 and run["budget"] == 8
+        assert len(run["times"]) == len(run["regret"]) == 8
+        assert len(run["proposal_seconds"]) == 8 - run["n_initial"]
+        assert np.all(np.diff(run["times"]) >= 0) and np.all(np.diff(run["regret"]) <= 0)
+        assert 0 < run["utilization"] <= 1 and run["duplicate_rate"] == 0.0
+    # common random numbers: both methods share the initial design of a seed
+    by = {(r["method"], r["seed"]): r for r in lines}
+    assert by["random", 0]["regret"][:4] == by["optuna-tpe", 0]["regret"][:4]
+
+    before = out.read_text()
+    assert main(["run", "tiny", "--out", str(out)]) == 0
+    assert out.read_text() == before  # resumed: nothing ran again
+
+    report = tmp_path / "report"
+    assert main(["report", str(out), "--out", str(report)]) == 0
+    text = (report / "report.md").read_text()
+    assert "| random | 2 | 2 |" in text and "| optuna-tpe | 2 | 2 |" in text
+    png = report / "branin-halfnormal-k2.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_async_loop_matches_the_shared_simulator() -> None:
+    ours = simulate_run(get_problem("branin"), "random", k=3, budget=15, seed=4)
+    theirs = simulate(branin(), "random", k=3, budget=15, seed=4)
+    assert ours["times"] == pytest.approx([c.time for c in theirs.completions], abs=1e-6)
+    assert ours["regret"] == pytest.approx([c.regret for c in theirs.completions], rel=1e-5)
+
+
+def test_synchronous_batches_wait_for_the_slowest_worker() -> None:
+    problem, k, budget, seed = branin(), 4, 16, 2
+    n0 = 2 * problem.dim
+    taus = sample_durations("halfnormal", budget, np.random.default_rng([seed, 2]))
+    opt = AboBatchMethod(problem, seed, k, n0, strategy="random")
+    loop = _Loop(problem, opt, k, budget, taus, np.random.default_rng(0), synchronous=True)
+    loop.run(initial_design(problem.dim, n0, seed))
+    batches = [taus[i : i + k] for i in range(n0, budget, k)]
+    assert loop.clock == pytest.approx(sum(b.max() for b in batches))
+    # asynchronously the same jobs finish sooner: no worker waits for the others
+    loop = _Loop(problem, AboBatchMethod(problem, seed, k, n0, strategy="random"), k, budget,
+                 taus, np.random.default_rng(0), synchronous=False)  # fmt: skip
+    loop.run(initial_design(problem.dim, n0, seed))
+    assert loop.clock < sum(b.max() for b in batches)
+
+
+def test_noisy_regret_is_measured_on_the_true_function() -> None:
+    problem = NoisyProblem("branin-loud", branin(), 1e3)  # noise swamps the signal
+    n0, budget = 4, 14
+    taus = sample_durations("halfnormal", budget, np.random.default_rng([0, 2]))
+    opt = AboBatchMethod(problem.true, 0, 2, n0, strategy="random")
+    loop = _Loop(problem, opt, 2, budget, taus, np.random.default_rng(0), synchronous=False)
+    loop.run(initial_design(2, n0, 0))
+    true_regrets = [problem.true.regret(problem.true(x)) for x in loop.seen]
+    # every reported regret is the true regret of an evaluated point, not a noisy value
+    assert all(min(abs(r - t) for t in true_regrets) < 1e-4 * (1 + r) for r in loop.regrets)
+    best_true = np.minimum.accumulate(true_regrets)
+    assert not np.allclose(loop.regrets, best_true)  # picked by noisy y, not by true f
+    run = simulate_run(get_problem("branin-noisy"), "random", k=2, budget=12, seed=0)
+    assert run["regret"] == simulate_run(get_problem("branin-noisy"), "random", 2, 12, 0)["regret"]
+
+
+def test_grid_sharding_and_sequential_cells() -> None:
+    cells = suite_cells(SUITES["smoke"], ["seq-logei", "random"], ["branin"], [4, 16], 2)
+    assert [c for c in cells if c[0] == "seq-logei"] == [
+        ("seq-logei", "branin", 1, "halfnormal", 60, s) for s in (0, 1)
+    ]
+    assert len(cells) == 2 + 2 * 2
+    parts = shard(cells, "0/2") + shard(cells, "1/2")
+    assert sorted(parts) == sorted(cells)
+    with pytest.raises(ValueError, match="shard"):
+        shard(cells, "2/2")
+    with pytest.raises(ValueError, match="method: unknown"):
+        suite_cells(SUITES["smoke"], ["nope"])
+    assert all_methods()["seq-logei"].workers(16) == 1
+
+
+def test_read_runs_merges_files_without_duplicates(tmp_path: Path) -> None:
+    run = simulate_run(get_problem("branin"), "random", k=2, budget=6, seed=0)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps(run) + "\n")
+    b.write_text(json.dumps(run) + "\n" + json.dumps({**run, "seed": 1}) + "\n")
+    assert sorted(r["seed"] for r in read_runs([a, b])) == [0, 1]
