@@ -5,23 +5,32 @@ asynchronous BO": the model changes with every completion, and that alone may ke
 apart. ``beta`` follows the schedule of the AEGiS harness,
 ``beta_t = 2 log(d t^2 pi^2 / (6 delta))`` with ``delta = 0.01`` and ``t`` the number of
 observations, unless a constant is given (``beta = 4`` is ``kappa = 2``). BoTorch's UCB is
-``mu + sqrt(beta) sigma``. Several points in one call all come from the same model, so they
-coincide; the study replaces repeats by random points.
+``mu + sqrt(beta) sigma``.
+
+Busy points never change the acquisition, but refitting alone does not keep UCB off them: its
+maximum often sits on a corner of the cube, and a corner that is still running stays the
+maximum after an unrelated result arrives. A proposal that would exactly repeat a busy or
+evaluated point (within ``1e-6``) is therefore replaced by the maximiser of a posterior sample
+and marked ``"replaced": "duplicate"``; so are the repeats within one call of several points,
+which all come from the same model.
 """
 
 from __future__ import annotations
 
 import math
 
+import torch
 from botorch.acquisition.analytic import UpperConfidenceBound
 
 from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.seeded import seeded_maximize
+from abo.acquisitions.thompson import thompson_point
 from abo.exceptions import AboError
 from abo.registry import register_strategy
 
 DELTA = 0.01
+DUPLICATE_TOL = 1e-6
 
 
 def beta_schedule(d: int, t: int, delta: float = DELTA) -> float:
@@ -56,4 +65,15 @@ class UCBStrategy:
         x, _ = seeded_maximize(UpperConfidenceBound(ctx.model, beta=beta), ctx, self.budget)
         x = ctx.round(x)
         info = {"strategy": self.name, "beta": round(float(beta), 6)}
-        return Proposal(x.expand(n, -1).clone(), [dict(info) for _ in range(n)])
+        seen = torch.cat([ctx.X, ctx.X_pending]).to(x)
+        points, infos = [], []
+        for _ in range(n):
+            if seen.shape[0] and torch.cdist(x, seen).min() <= DUPLICATE_TOL:
+                y, extra = thompson_point(ctx, self.budget)
+                points.append(ctx.round(y))
+                infos.append({**info, **extra, "replaced": "duplicate"})
+            else:
+                points.append(x)
+                infos.append(dict(info))
+            seen = torch.cat([seen, points[-1]])
+        return Proposal(torch.cat(points), infos)

@@ -22,7 +22,8 @@ def test_busy_points_change_nothing(peaked) -> None:
     model, X, Y = peaked
     s = UCBStrategy(raw_samples=64, num_restarts=2)
     free = s.propose(make_ctx(model, X, Y, seed=0), 1)
-    busy = s.propose(make_ctx(model, X, Y, free.X, seed=0), 1)
+    elsewhere = torch.tensor([[0.1, 0.9], [0.2, 0.8]], dtype=torch.double)
+    busy = s.propose(make_ctx(model, X, Y, elsewhere, seed=0), 1)
     assert torch.allclose(free.X, busy.X, atol=1e-6)
     assert free.info[0]["beta"] == pytest.approx(beta_schedule(2, X.shape[0]), abs=1e-5)
 
@@ -46,3 +47,14 @@ def test_bad_beta_is_rejected() -> None:
         abo.create_study(
             abo.Space({"x": abo.Float(0, 1)}), strategy="ucb", strategy_options={"beta": -1.0}
         )
+
+
+def test_an_exact_repeat_is_replaced_by_a_posterior_sample(peaked) -> None:
+    model, X, Y = peaked
+    s = UCBStrategy(raw_samples=64, num_restarts=2)
+    first = s.propose(make_ctx(model, X, Y, seed=0), 1)
+    again = s.propose(make_ctx(model, X, Y, first.X, seed=0), 2)  # the maximiser is busy
+    assert torch.cdist(again.X, first.X).min() > 1e-6
+    assert torch.pdist(again.X).min() > 1e-6
+    assert [i.get("replaced") for i in again.info] == ["duplicate", "duplicate"]
+    assert "replaced" not in first.info[0]
