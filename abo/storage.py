@@ -65,6 +65,8 @@ class StudyConfig:
         max_retries: how many times a lost trial's parameters are re-queued.
         noise: ``"auto"`` learns the observation noise; ``"deterministic"`` fixes it near zero.
         strategy_options: keyword arguments for the strategy.
+        refit: ``"sync"`` or ``"background"`` (see ``abo.refit``).
+        max_staleness: observations the proposing hyperparameters may lag (background only).
     """
 
     n_initial: int | None = None
@@ -72,6 +74,8 @@ class StudyConfig:
     max_retries: int = 1
     noise: str = "auto"
     strategy_options: dict[str, Any] = field(default_factory=dict)
+    refit: str = "sync"
+    max_staleness: int = 20
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +84,8 @@ class StudyConfig:
             "max_retries": self.max_retries,
             "noise": self.noise,
             "strategy_options": dict(self.strategy_options),
+            "refit": self.refit,
+            "max_staleness": self.max_staleness,
         }
 
     @classmethod

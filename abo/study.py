@@ -42,10 +42,11 @@ from abo.exceptions import (
     StudyNotFoundError,
     SurrogateFitError,
 )
+from abo.refit import REFIT_MODES, ModelManager
 from abo.registry import check_strategy, make_strategy
 from abo.space import Space
 from abo.storage import QueuedPoint, Storage, StudyConfig, StudyRecord, open_storage
-from abo.surrogate import NOISE_MODES, FittedModel, fit_gp
+from abo.surrogate import NOISE_MODES, FittedModel
 from abo.trial import Trial, TrialState
 
 if TYPE_CHECKING:
@@ -100,12 +101,16 @@ class Study:
     several threads and several processes sharing the storage.
     """
 
-    def __init__(self, storage: Storage, record: StudyRecord) -> None:
+    def __init__(self, storage: Storage, record: StudyRecord, refit: str | None = None) -> None:
+        """Wrap a stored study; ``refit`` overrides its refit policy in this process only."""
         self._storage = storage
         self._record = record
         self._strategy = make_strategy(record.strategy, **record.config.strategy_options)
-        self._fit: FittedModel | None = None
-        self._fit_key: tuple[int, ...] | None = None
+        self._models = ModelManager(
+            noise=record.config.noise,
+            mode=refit or record.config.refit,
+            max_staleness=record.config.max_staleness,
+        )
         self._lock = threading.RLock()
 
     # -- identity ---------------------------------------------------------------------------
@@ -305,17 +310,17 @@ class Study:
         X = self.space.to_unit_batch([t.params for t in trials])
         return trials, X, torch.tensor(Y, dtype=torch.double).reshape(-1, 1)
 
-    def _model(self, observed: Sequence[Trial], X: Tensor, Y: Tensor) -> FittedModel | None:
+    def _model(
+        self, observed: Sequence[Trial], X: Tensor, Y: Tensor, stored: dict[str, Any] | None
+    ) -> tuple[FittedModel | None, dict[str, Any]]:
+        """The GP for this data (see ``abo.refit``) and what to record about it on the trial."""
         key = tuple(t.id for t in observed)
-        if self._fit is not None and self._fit_key == key:
-            return self._fit
         try:
-            fitted = fit_gp(X, Y, noise=self.config.noise, previous=self._fit)
+            fitted, n_fit = self._models.model(key, X, Y, stored)
         except SurrogateFitError as exc:
             warnings.warn(f"{exc}; proposing quasi-random points", AboWarning, stacklevel=3)
-            return None
-        self._fit, self._fit_key = fitted, key
-        return fitted
+            return None, {}
+        return fitted, self._models.record(fitted, key, n_fit)
 
     def _propose_and_start(
         self, m: int, n_workers: int | None, extra: dict[str, Any]
@@ -345,6 +350,7 @@ class Study:
             failed = [t for t in trials if t.state is TrialState.FAILED]
             observed, X_obs, Y_obs = self._observations(done, failed)
             pending = [space.to_unit_batch([t.params for t in running])] + X_new
+            stored = next((t.info["model"] for t in reversed(trials) if "model" in t.info), None)
             proposal, timing = self._run_strategy(
                 m - n_sobol,
                 observed,
@@ -354,6 +360,7 @@ class Study:
                 seed,
                 len(trials),
                 n_workers,
+                stored,
             )
             X_new.append(space.round(proposal.X))
             infos += [{**info, **timing} for info in proposal.info]
@@ -372,11 +379,14 @@ class Study:
         seed: int,
         n_trials: int,
         n_workers: int | None,
+        stored: dict[str, Any] | None,
     ) -> tuple[Proposal, dict[str, Any]]:
         t0 = time.perf_counter()
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            fitted = self._model(observed, X, Y) if self._strategy.needs_model else None
+            fitted, record = (
+                self._model(observed, X, Y, stored) if self._strategy.needs_model else (None, {})
+            )
             t_fit = time.perf_counter() - t0
             ctx = ProposalContext(
                 model=fitted.model if fitted else None,
@@ -410,6 +420,9 @@ class Study:
             "fit_seconds": round(t_fit, 6),
             "n_observations": fitted.n if fitted else len(observed),
         }
+        if record:
+            extra["fit_observations"] = record["n"]
+            extra["model"] = record
         return proposal, extra
 
     def _deduplicate(
@@ -503,6 +516,8 @@ def create_study(
     max_retries: int = 1,
     noise: str = "auto",
     strategy_options: Mapping[str, Any] | None = None,
+    refit: str = "sync",
+    max_staleness: int = 20,
 ) -> Study:
     """Create a study (or resume it with ``load_if_exists=True``).
 
@@ -519,6 +534,10 @@ def create_study(
         max_retries: how often a lost trial's parameters are retried.
         noise: ``"auto"`` (learned) or ``"deterministic"`` (interpolate the data).
         strategy_options: keyword arguments for the strategy.
+        refit: ``"sync"`` (refit before each proposal: reproducible) or ``"background"``
+            (asks never wait for a fit; see ``abo.refit``).
+        max_staleness: with ``refit="background"``, the most observations the proposing
+            hyperparameters may lag behind the data.
 
     Example:
         >>> import abo
@@ -534,6 +553,10 @@ def create_study(
     check_strategy(strategy)
     if noise not in NOISE_MODES:
         raise AboError(f"noise: expected one of {', '.join(NOISE_MODES)}, got {noise!r}")
+    if refit not in REFIT_MODES:
+        raise AboError(f"refit: expected one of {', '.join(REFIT_MODES)}, got {refit!r}")
+    if isinstance(max_staleness, bool) or not isinstance(max_staleness, int) or max_staleness < 0:
+        raise AboError(f"max_staleness: expected a non-negative integer, got {max_staleness!r}")
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < MAX_SEED:
@@ -556,6 +579,8 @@ def create_study(
         max_retries=max_retries,
         noise=noise,
         strategy_options=dict(strategy_options or {}),
+        refit=refit,
+        max_staleness=max_staleness,
     )
     make_strategy(strategy, **config.strategy_options)  # options are checked before storing
     store = open_storage(storage)

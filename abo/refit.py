@@ -1,0 +1,175 @@
+"""Which GP proposes, and when its hyperparameters are refitted.
+
+Two policies, chosen per study (``create_study(..., refit=...)``) or per process
+(``Study(..., refit=...)``, which the HTTP service uses):
+
+* ``"sync"`` (default): before a proposal the hyperparameters are refitted on all the data,
+  warm-started from the hyperparameters recorded on the study's latest model-proposed trial.
+  Because the starting point comes from storage, not from this process's memory, a resumed
+  study proposes exactly what an uninterrupted one would: same seed, same tells, same points.
+* ``"background"``: an ask never waits for a fit. It conditions the newest fitted
+  hyperparameters on the current data (one Cholesky factorisation, no optimisation) and
+  proposes at once, while one background thread refits the hyperparameters on a snapshot of
+  the data. At most one refit runs at a time, and no proposal uses hyperparameters that lag
+  the data by more than ``max_staleness`` observations (the ask then waits for a fresh fit).
+  Proposals depend on timing, so this mode trades reproducibility for latency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from abo.exceptions import AboWarning, SurrogateFitError
+from abo.surrogate import FittedModel, _build, fit_gp
+
+REFIT_MODES = ("sync", "background")
+
+
+def export_hypers(model: Any) -> dict[str, list[float]]:
+    """The learned raw hyperparameters of a GP as plain lists (exact through JSON)."""
+    return {
+        name: [float(v) for v in param.detach().reshape(-1).tolist()]
+        for name, param in model.named_parameters()
+        if param.requires_grad
+    }
+
+
+def data_key(key: tuple[int, ...]) -> str:
+    """A short digest of the observed trial ids (what a fit saw)."""
+    return hashlib.sha1(",".join(map(str, key)).encode()).hexdigest()[:16]
+
+
+def condition(X: Tensor, Y: Tensor, noise: str, hypers: Mapping[str, list[float]]) -> FittedModel:
+    """A GP on ``X, Y`` with the given hyperparameters, not re-optimised (cheap)."""
+    model = _build(X.to(torch.double), Y.to(torch.double), noise)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            values = hypers.get(name)
+            if param.requires_grad and values is not None and len(values) == param.numel():
+                param.copy_(torch.tensor(values, dtype=param.dtype).reshape(param.shape))
+    model.eval()
+    return FittedModel(model=model, n=X.shape[0], warm=True)
+
+
+@dataclass
+class _Fit:
+    fitted: FittedModel
+    key: tuple[int, ...]
+
+
+class ModelManager:
+    """Hands out a model for the current data according to the refit policy (thread-safe)."""
+
+    def __init__(self, noise: str, mode: str = "sync", max_staleness: int = 20) -> None:
+        if mode not in REFIT_MODES:
+            raise SurrogateFitError(f"refit: expected one of {REFIT_MODES}, got {mode!r}")
+        self.noise = noise
+        self.mode = mode
+        self.max_staleness = max_staleness
+        self._latest: _Fit | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.refits = 0  # completed hyperparameter fits (for tests and benchmarks)
+
+    def model(
+        self,
+        key: tuple[int, ...],
+        X: Tensor,
+        Y: Tensor,
+        stored: Mapping[str, Any] | None = None,
+    ) -> tuple[FittedModel, int]:
+        """A model of ``X, Y`` and the number of observations its hyperparameters saw.
+
+        Args:
+            key: identifies the data (ids of the observed trials, in order).
+            X, Y: ``n x d`` inputs and ``n x 1`` utilities.
+            stored: ``{"hypers": ..., "key": ..., "n": ...}`` recorded on the study's latest
+                model-proposed trial (``record``): the ``sync`` policy starts from it.
+
+        Raises:
+            SurrogateFitError: when no model can be had at all.
+        """
+        if self.mode == "sync":
+            return self._sync(key, X, Y, stored)
+        return self._background(key, X, Y, stored)
+
+    def record(self, fitted: FittedModel, key: tuple[int, ...], n_fit: int) -> dict[str, Any]:
+        """What a proposal records on its trial so any process can continue from this model."""
+        return {"hypers": export_hypers(fitted.model), "key": data_key(key), "n": n_fit}
+
+    def _sync(
+        self, key: tuple[int, ...], X: Tensor, Y: Tensor, stored: Mapping[str, Any] | None
+    ) -> tuple[FittedModel, int]:
+        if stored and stored.get("key") == data_key(key):  # fitted on exactly this data
+            return condition(X, Y, self.noise, stored["hypers"]), int(stored.get("n", len(key)))
+        previous = condition(X, Y, self.noise, stored["hypers"]) if stored else None
+        fitted = fit_gp(X, Y, noise=self.noise, previous=previous)
+        with self._lock:
+            self.refits += 1
+            self._latest = _Fit(fitted, key)
+        return fitted, fitted.n
+
+    def _background(
+        self, key: tuple[int, ...], X: Tensor, Y: Tensor, stored: Mapping[str, Any] | None
+    ) -> tuple[FittedModel, int]:
+        with self._lock:
+            latest = self._latest
+        if latest is not None and latest.key == key:
+            return latest.fitted, latest.fitted.n
+        if latest is None or X.shape[0] - latest.fitted.n > self.max_staleness:
+            self.wait()  # never two refits at once: let a running one finish first
+            with self._lock:
+                latest = self._latest
+            if latest is None or X.shape[0] - latest.fitted.n > self.max_staleness:
+                if latest is None and stored:
+                    previous: FittedModel | None = condition(X, Y, self.noise, stored["hypers"])
+                else:
+                    previous = latest.fitted if latest else None
+                fitted = fit_gp(X, Y, noise=self.noise, previous=previous)
+                with self._lock:
+                    self.refits += 1
+                    self._latest = _Fit(fitted, key)
+                return fitted, fitted.n
+        assert latest is not None
+        self._start_refit(key, X, Y)
+        hypers = export_hypers(latest.fitted.model)
+        return condition(X, Y, self.noise, hypers), latest.fitted.n
+
+    def _start_refit(self, key: tuple[int, ...], X: Tensor, Y: Tensor) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            previous = self._latest.fitted if self._latest else None
+            self._thread = threading.Thread(
+                target=self._refit, args=(key, X.clone(), Y.clone(), previous),
+                name="abo-refit", daemon=True,
+            )  # fmt: skip
+            self._thread.start()
+
+    def _refit(
+        self, key: tuple[int, ...], X: Tensor, Y: Tensor, previous: FittedModel | None
+    ) -> None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", AboWarning)
+                fitted = fit_gp(X, Y, noise=self.noise, previous=previous)
+        except SurrogateFitError:
+            return  # keep the previous hyperparameters; the next ask tries again
+        with self._lock:
+            self.refits += 1
+            if self._latest is None or fitted.n >= self._latest.fitted.n:
+                self._latest = _Fit(fitted, key)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until a running background refit has finished."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)

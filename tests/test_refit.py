@@ -1,0 +1,128 @@
+"""Refit policies: reproducible resumes (sync) and asks that never wait for a fit (background)."""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+
+import pytest
+
+import abo
+import abo.refit as refit_module
+from abo.study import Study
+
+SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
+
+
+def _f(p: dict) -> float:
+    return math.sin(6 * p["x"]) + (p["y"] - 0.3) ** 2
+
+
+@pytest.mark.slow
+def test_a_resumed_study_proposes_what_an_uninterrupted_one_would(tmp_path: Path) -> None:
+    def run(folder: Path, resume_at: int | None) -> list[dict]:
+        url = f"sqlite:///{folder / 'a.db'}"
+        study = abo.create_study(
+            SPACE, name="r", storage=url, seed=3, n_initial=3,
+            strategy_options={"raw_samples": 64, "num_restarts": 2},
+        )  # fmt: skip
+        out = []
+        for i in range(7):
+            if i == resume_at:
+                study = abo.load_study("r", storage=url)  # a fresh process's view: no memory
+            trial = study.ask()
+            study.tell(trial.id, _f(trial.params))
+            out.append(trial.params)
+        return out
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    straight, resumed = run(tmp_path / "a", None), run(tmp_path / "b", 5)
+    assert straight == resumed
+    assert any(
+        "model" in t.info
+        for t in abo.load_study("r", f"sqlite:///{tmp_path / 'b' / 'a.db'}").trials
+    )
+
+
+def test_background_asks_do_not_wait_for_a_running_refit(monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    active, peak = [0], [0]
+    lock = threading.Lock()
+    real_fit = refit_module.fit_gp
+
+    def gated_fit(*args: object, **kwargs: object):  # the real fit, held back in the thread
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        try:
+            if threading.current_thread().name == "abo-refit":
+                assert release.wait(60)
+            return real_fit(*args, **kwargs)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(refit_module, "fit_gp", gated_fit)
+    record = abo.create_study(
+        SPACE,
+        strategy="qlognei",
+        seed=1,
+        n_initial=4,
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+    ).record
+    study = Study(abo.create_study(SPACE, seed=1).storage, record, refit="background")
+    study = abo.load_study(record.name, storage=study.storage) if False else study
+    for _ in range(5):  # the initial design, then the first fit (synchronous: nothing to use)
+        t = study.ask()
+        study.tell(t.id, _f(t.params))
+    assert study._models.refits == 1
+    for i in range(3):  # new data each time: a refit is wanted but held back in its thread
+        t = study.ask()
+        assert t.info["n_observations"] == 5 + i
+        assert t.info["fit_observations"] == 4  # proposed from conditioned old hyperparameters
+        study.tell(t.id, _f(t.params))
+    assert study._models._thread is not None and study._models._thread.is_alive()
+    release.set()
+    study._models.wait(60)
+    assert peak[0] == 1  # never two refits at once
+    assert study._models.refits == 2
+    t = study.ask()
+    assert t.info["fit_observations"] > 4
+
+
+def test_background_never_lags_more_than_max_staleness(monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = abo.storage.SQLStorage(None)
+    base = abo.create_study(
+        SPACE,
+        storage=storage,
+        seed=2,
+        n_initial=4,
+        refit="background",
+        max_staleness=2,
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+    )
+    study = Study(storage, base.record)
+    real_fit = refit_module.fit_gp
+    hold = threading.Event()
+
+    def slow_background_fit(*args: object, **kwargs: object):
+        if threading.current_thread().name == "abo-refit":
+            hold.wait(5)  # a refit that cannot keep up
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(refit_module, "fit_gp", slow_background_fit)
+    for _ in range(9):
+        t = study.ask()
+        if "fit_observations" in t.info:
+            assert t.info["n_observations"] - t.info["fit_observations"] <= 2
+        study.tell(t.id, _f(t.params))
+    hold.set()
+
+
+def test_refit_policy_is_validated() -> None:
+    with pytest.raises(abo.AboError, match="refit"):
+        abo.create_study(SPACE, refit="sometimes")
+    with pytest.raises(abo.AboError, match="max_staleness"):
+        abo.create_study(SPACE, max_staleness=-1)
