@@ -3,17 +3,35 @@
 The Monte-Carlo acquisition is evaluated jointly over the candidate and every busy point, so it
 integrates over the busy points' unknown outcomes (a principled fantasy). Several points at once
 are chosen greedily: each chosen point joins ``X_pending`` before the next is optimised.
+
+When the model is noise-free (``noise="deterministic"``, or a learned noise at the floor) the
+observed values are exact, noisy EI is EI with ``best_f`` the best observed value, and
+``qLogExpectedImprovement`` (still over the busy points) computes it without sampling the whole
+baseline jointly: on Branin it reached lower regret on each of 5 seeds and proposes faster
+(``docs/surrogate.md``).
 """
 
 from __future__ import annotations
 
 import torch
-from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition.logei import qLogExpectedImprovement, qLogNoisyExpectedImprovement
+from botorch.models.model import Model
 from botorch.sampling import SobolQMCNormalSampler
+from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget, maximize
 from abo.registry import register_strategy
+
+NOISE_FREE_BELOW = 1e-4
+"""Noise variance (standardised scale) under which observations count as exact."""
+
+
+def is_noise_free(model: Model) -> bool:
+    """Whether the model's observation noise is negligible (a deterministic objective)."""
+    noise = getattr(getattr(model, "likelihood", None), "noise", None)
+    return noise is not None and bool((noise.detach() <= NOISE_FREE_BELOW).all())
 
 
 @register_strategy(
@@ -34,19 +52,29 @@ class QLogNEIStrategy:
         self.mc_samples = mc_samples
         self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
 
+    def acquisition(self, ctx: ProposalContext, pending: Tensor) -> AcquisitionFunction:
+        """qLogEI on exact observations, qLogNEI on noisy ones; ``pending`` as ``X_pending``."""
+        assert ctx.model is not None
+        sampler = SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=ctx.seed())
+        X_pending = pending if pending.shape[0] else None
+        if is_noise_free(ctx.model):
+            return qLogExpectedImprovement(
+                model=ctx.model, best_f=ctx.Y.max(), sampler=sampler, X_pending=X_pending
+            )
+        return qLogNoisyExpectedImprovement(
+            model=ctx.model,
+            X_baseline=ctx.X,
+            X_pending=X_pending,
+            sampler=sampler,
+            prune_baseline=True,
+        )
+
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         pending = ctx.X_pending
         chosen = []
         for _ in range(n):
-            acq = qLogNoisyExpectedImprovement(
-                model=ctx.model,
-                X_baseline=ctx.X,
-                X_pending=pending if pending.shape[0] else None,
-                sampler=SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=ctx.seed()),
-                prune_baseline=True,
-            )
-            x, _ = maximize(acq, ctx, self.budget)
+            x, _ = maximize(self.acquisition(ctx, pending), ctx, self.budget)
             x = ctx.round(x)
             chosen.append(x)
             pending = torch.cat([pending, x])
