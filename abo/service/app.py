@@ -102,7 +102,12 @@ def trial_out(trial: Trial) -> s.TrialOut:
 
 
 class _State:
-    """What the endpoints share: the storage and one cached ``Study`` per name."""
+    """What the endpoints share: the storage and one cached ``Study`` per name.
+
+    Studies are opened with ``refit="background"``: an ask never waits for a GP fit; it
+    proposes from the newest hyperparameters conditioned on the current data while one thread
+    refits (see ``abo.refit``).
+    """
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -114,12 +119,13 @@ class _State:
         with self._lock:
             study = self._studies.get(name)
         if study is None:
-            study = abo.load_study(name, storage=self.storage)
+            study = Study(self.storage, self.storage.load_study(name), refit="background")
             with self._lock:
                 study = self._studies.setdefault(name, study)
         return study
 
     def remember(self, study: Study) -> Study:
+        study = Study(self.storage, study.record, refit="background")
         with self._lock:
             return self._studies.setdefault(study.name, study)
 
