@@ -69,18 +69,18 @@ class Config:
 
     def __post_init__(self) -> None:
         checks = {
-            "lr": self.lr > 0 and math.isfinite(self.lr),
-            "momentum": 0.0 <= self.momentum < 1.0,
-            "batch_size": self.batch_size >= 1,
-            "workers": self.workers >= 1,
-            "dc_lambda": self.dc_lambda >= 0 and math.isfinite(self.dc_lambda),
-            "accumulate": self.accumulate >= 1,
-            "variant": self.variant in VARIANTS,
-            "epochs": self.epochs >= 1,
+            "lr": (0 < self.lr < math.inf, "a positive finite number"),
+            "momentum": (0.0 <= self.momentum < 1.0, "in [0, 1)"),
+            "batch_size": (self.batch_size >= 1, "at least 1"),
+            "workers": (self.workers >= 1, "at least 1"),
+            "dc_lambda": (0 <= self.dc_lambda < math.inf, "a finite number >= 0"),
+            "accumulate": (self.accumulate >= 1, "at least 1"),
+            "variant": (self.variant in VARIANTS, f"one of {', '.join(VARIANTS)}"),
+            "epochs": (self.epochs >= 1, "at least 1"),
         }
-        for name, ok in checks.items():
+        for name, (ok, wanted) in checks.items():
             if not ok:
-                raise ValueError(f"{name}: invalid value {getattr(self, name)!r}")
+                raise ValueError(f"{name}: expected {wanted}, got {getattr(self, name)!r}")
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Config:

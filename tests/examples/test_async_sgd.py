@@ -99,8 +99,10 @@ def test_accumulation_applies_the_mean_of_m_pushes() -> None:
 
 
 def test_bad_parameters_name_the_field() -> None:
-    with pytest.raises(ValueError, match="variant"):
+    with pytest.raises(ValueError, match="variant: expected one of asgd, dc-asgd"):
         trainer.train({"variant": "sync"})
+    with pytest.raises(ValueError, match=r"momentum: expected in \[0, 1\), got 1.0"):
+        trainer.train({"momentum": 1.0})
     with pytest.raises(ValueError, match="lerning_rate: unknown"):
         trainer.train({"lerning_rate": 0.1})
 
