@@ -265,6 +265,8 @@ def list_strategies() -> None:
 from abo.service.commands import register as _register_service  # noqa: E402
 
 _register_service(app)
+with __import__("contextlib").suppress(ImportError):  # `abo bench` needs benchmarks/ importable
+    __import__("benchmarks.__main__").__main__.register(app)
 
 
 def main() -> None:

@@ -15,6 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import typer  # abo's own CLI dependency; `abo bench` is a typer command
+
 
 def _log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
@@ -37,7 +39,7 @@ def _run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from benchmarks.report import write_report
 
-    print(write_report(args.results, args.out, title=args.title))
+    print(write_report(args.results, args.out, title=args.title, seeds=args.seeds))
     return 0
 
 
@@ -76,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("results", nargs="+", help="JSON-lines files (merged)")
     rep.add_argument("--out", required=True, help="folder for report.md and the PNGs")
     rep.add_argument("--title", default="Benchmark results")
+    rep.add_argument("--seeds", type=int, default=None, help="only seeds 0..N-1")
     rep.set_defaults(func=_report)
 
     lat = sub.add_parser("latency", help="Study.ask() seconds against the number of observations")
@@ -110,7 +113,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def register(app: Any) -> None:
     """Add ``abo bench ...`` to abo's typer app; arguments are passed through to ``main``."""
-    import typer
 
     @app.command(
         "bench",

@@ -183,10 +183,17 @@ def plot_cell(members: Sequence[Mapping[str, Any]], k: int, budget: int, path: P
 
 
 def write_report(
-    paths: Sequence[str | Path], out: str | Path, title: str = "Benchmark results"
+    paths: Sequence[str | Path],
+    out: str | Path,
+    title: str = "Benchmark results",
+    seeds: int | None = None,
 ) -> str:
-    """Write ``report.md`` and one PNG per cell into ``out``; return the Markdown."""
-    runs = read_runs(paths)
+    """Write ``report.md`` and one PNG per cell into ``out``; return the Markdown.
+
+    ``seeds``: only seeds ``0..seeds-1`` (so a run cut short reports the seeds it finished for
+    every method, not a different set per method).
+    """
+    runs = [r for r in read_runs(paths) if seeds is None or r["seed"] < seeds]
     if not runs:
         raise ValueError(f"results: no runs in {', '.join(map(str, paths))}")
     out = Path(out)

@@ -110,3 +110,42 @@ def test_read_runs_merges_files_without_duplicates(tmp_path: Path) -> None:
     a.write_text(json.dumps(run) + "\n")
     b.write_text(json.dumps(run) + "\n" + json.dumps({**run, "seed": 1}) + "\n")
     assert sorted(r["seed"] for r in read_runs([a, b])) == [0, 1]
+
+
+@pytest.mark.slow
+def test_abo_bench_runs_the_harness_in_a_subprocess(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "one.jsonl"
+    abo_cli = Path(sys.executable).with_name("abo")
+    cmd = [str(abo_cli), "bench", "run", "tiny", "--methods", "random", "--seeds", "1"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([*cmd, "--out", str(out)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["method"] for line in out.read_text().splitlines()] == ["random"]
+    bad = subprocess.run([*cmd, "--out", str(out), "--shard", "3/2"], env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "shard" in bad.stderr
+
+
+@pytest.mark.slow
+def test_latency_times_asks_and_caps_slow_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.latency import measure
+
+    times, capped = measure("random", 20, repeats=2, seed=0, cap=60.0)
+    assert len(times) == 2 and not capped and all(0 < t < 30 for t in times)
+    times, capped = measure("qlognei", 300, repeats=50, seed=0, cap=0.5)
+    assert capped and len(times) < 50  # cut off after half a second of asking
+
+
+@pytest.mark.slow
+def test_loop_utilization_on_a_real_dask_cluster() -> None:
+    from benchmarks.loop_utilization import measure
+
+    m = measure(trials=8, workers=2, strategy="random", seed=0)
+    assert m["trials"] == 8 and m["workers"] == 2
+    # each trial sleeps >= 0.5 s, so 8 trials on 2 workers take >= 2 s
+    assert m["makespan_s"] >= 2.0 and 0.3 < m["utilization"] <= 1.0
+    assert 0.0 <= m["proposal_wait"] < 0.2

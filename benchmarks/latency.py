@@ -1,0 +1,119 @@
+"""How long ``Study.ask()`` takes as the data grow: median and 95th percentile per strategy.
+
+Hartmann-6 (6-D) results are added with ``study.add``; 8 trials are left running (busy); then
+each timed ``ask()`` follows a completion (the previous timed trial is told), as in an
+asynchronous loop, so every ask refits the model on one more observation. Each (strategy, size)
+runs in its own process under a time cap; when the cap is hit, that size is reported with the
+asks it finished (or skipped) and larger sizes for that strategy are skipped.
+
+    python -m benchmarks latency --sizes 50 200 500 --strategies qlognei thompson
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import time
+from typing import Any
+
+import numpy as np
+
+BUSY = 8
+SETUP_SECONDS = 60.0  # on top of the cap: spawning and importing torch on a loaded machine
+
+
+def _measure(strategy: str, n: int, repeats: int, seed: int, cap: float, queue: Any) -> None:
+    """Worker process: put each timed ask's seconds on ``queue``, then ``None``."""
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    import abo
+    from benchmarks.suites import get_problem
+
+    problem = get_problem("hartmann6")
+    names = [f"x{i}" for i in range(problem.dim)]
+    space = abo.Space({name: abo.Float(0.0, 1.0) for name in names})
+    study = abo.create_study(space, strategy=strategy, seed=seed, n_initial=1)
+    rng = np.random.default_rng(seed)
+    for x in rng.random((n, problem.dim)):
+        study.add(dict(zip(names, map(float, x), strict=True)), problem(x))
+    for _ in range(BUSY):
+        study.ask(n_workers=BUSY + 1)  # busy points (the model is fitted here, untimed)
+    queue.put("ready")
+    started = time.perf_counter()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        trial = study.ask(n_workers=BUSY + 1)
+        queue.put(time.perf_counter() - t0)
+        x = np.array([trial.params[name] for name in names])
+        study.tell(trial.id, problem(x))  # one more completion before the next ask
+        if time.perf_counter() - started > cap:
+            break
+    queue.put(None)
+
+
+def measure(strategy: str, n: int, repeats: int, seed: int, cap: float) -> tuple[list[float], bool]:
+    """Seconds of each timed ask, and whether the cap cut the measurement short."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_measure, args=(strategy, n, repeats, seed, cap, queue))
+    proc.start()
+    times: list[float] = []
+    # setup (imports, adding n results, the first fit) gets its own allowance of ``cap``
+    deadline = time.monotonic() + cap + SETUP_SECONDS
+    finished = False
+    while time.monotonic() < deadline:
+        try:
+            item = queue.get(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - queue.Empty: the cap ran out
+            break
+        if item == "ready":
+            deadline = time.monotonic() + cap
+        elif item is None:
+            finished = True
+            break
+        else:
+            times.append(item)
+    if proc.is_alive():
+        proc.terminate()
+    proc.join()
+    return times, not finished or len(times) < repeats
+
+
+def main(args: argparse.Namespace) -> int:
+    """Print a Markdown table of ask latency per strategy and size."""
+    import abo
+    from benchmarks.gp_vs_optuna import machine
+
+    strategies = args.strategies or list(abo.strategies())
+    for name in strategies:
+        abo.registry.check_strategy(name)
+    print(
+        f"`Study.ask()` seconds, Hartmann-6, {BUSY} busy trials, one completion before each "
+        f"ask (so each ask refits); {args.repeats} asks per cell, cap {args.cap:g} s of asking "
+        f"per cell (setup: adding the data and the first fit, {args.cap:g} + {SETUP_SECONDS:g} s)."
+    )
+    print()
+    print("| strategy | " + " | ".join(f"n = {n}" for n in args.sizes) + " |")
+    print("|---|" + "---|" * len(args.sizes))
+    for name in strategies:
+        cells, capped = [], False
+        for n in args.sizes:
+            if capped:
+                cells.append("skipped")
+                continue
+            times, capped = measure(name, n, args.repeats, args.seed, args.cap)
+            if not times:
+                cells.append(f"over {args.cap:g} s")
+                continue
+            med, p95 = np.median(times), np.percentile(times, 95)
+            note = f" ({len(times)} asks, capped)" if capped else ""
+            cells.append(f"{med:.3f} / {p95:.3f}{note}")
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    print()
+    print("Cells: median / 95th percentile seconds per ask.")
+    print(f"Machine: {machine()}.")
+    return 0
