@@ -12,7 +12,8 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
     ``{type = "int", ...}`` or ``{type = "categorical", choices = [...]}``.
 ``[objective]``
     either ``function = "module:function"`` (imported with the file's folder on the path) or
-    ``command = "python train.py --lr {lr}"`` (``{here}`` is the file's folder) with optional
+    ``command = "{python} train.py --lr {lr}"`` (``{here}`` is the file's folder, ``{python}``
+    the interpreter running abo, so a virtualenv needs no activation) with optional
     ``workdir``, ``result_file``, ``timeout`` and ``env``.
 ``[executor]``
     ``kind = "local"`` (a Dask LocalCluster; ``n_workers``, ``threads_per_worker``),
@@ -118,7 +119,11 @@ def build_objective(spec: RunSpec) -> Callable[..., Any]:
     obj = spec.objective
     here = spec.path.parent
     if "command" in obj:
-        template = str(obj["command"]).replace("{here}", shlex.quote(str(here)))
+        template = (
+            str(obj["command"])
+            .replace("{here}", shlex.quote(str(here)))
+            .replace("{python}", shlex.quote(sys.executable))
+        )
         workdir = Path(obj.get("workdir", "abo-runs"))
         return Command(
             template,

@@ -146,7 +146,7 @@ def test_sigterm_drains_and_exits_cleanly(tmp_path: Path) -> None:
 def test_failure_rate_exit_code_and_config_errors(tmp_path: Path) -> None:
     toml = _example(tmp_path, n_trials=30, kind="threads", sleep=0.0)
     text = toml.read_text().replace(
-        "python {here}/objective.py", "python -c 'import sys; sys.exit(1)'"
+        "{python} {here}/objective.py", "{python} -c 'import sys; sys.exit(1)'"
     )
     toml.write_text(text)
     out = _abo("run", str(toml), "--quiet", cwd=tmp_path)
