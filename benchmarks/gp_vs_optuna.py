@@ -49,6 +49,38 @@ def _one(args: tuple[str, str, int, int, int, str]) -> dict[str, object]:
     }
 
 
+def paired_timing(problems: Sequence[str], methods: Sequence[str], rounds: int, k: int) -> str:
+    """Median seconds per proposal, methods run back to back in one process (seed 0).
+
+    On a shared machine the load drifts over a long benchmark, so the table's timings can mix
+    quiet and busy periods; alternating the methods in one process compares them under the
+    same load.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    from benchmarks.problems import get_problem
+    from benchmarks.simulator import simulate
+
+    seconds: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for problem in problems:
+            for method in methods:
+                run = simulate(get_problem(problem), method, k, DEFAULT_BUDGETS[problem], 0)
+                seconds.setdefault((problem, method), []).extend(run.proposal_seconds)
+    out = [
+        f"Paired timing: methods alternated in one process, seed 0, {rounds} round(s).",
+        "",
+        "| problem | method | median s / proposal | 90th percentile |",
+        "|---|---|---|---|",
+    ]
+    for (problem, method), secs in seconds.items():
+        out.append(
+            f"| {problem} | {method} | {np.median(secs):.3f} | {np.percentile(secs, 90):.3f} |"
+        )
+    return "\n".join(out)
+
+
 def machine() -> str:
     """Where the numbers came from."""
     import torch
@@ -94,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--durations", default="halfnormal")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel (processes)")
     parser.add_argument("--json", default=None, help="also write every run's row here")
+    parser.add_argument(
+        "--paired-timing", type=int, default=0, metavar="R", help="only time the methods (R rounds)"
+    )
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.jobs < 1 or args.k < 1:
         parser.error("--seeds, --jobs and --k must be positive")
@@ -101,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"--problems: unknown {sorted(unknown)}; choose from {list(DEFAULT_BUDGETS)}")
 
+    if args.paired_timing:
+        print(paired_timing(args.problems, args.methods, args.paired_timing, args.k))
+        print()
+        print(f"Machine: {machine()}.")
+        return 0
     jobs = [
         (p, m, args.k, args.budget or DEFAULT_BUDGETS[p], s, args.durations)
         for p in args.problems

@@ -120,3 +120,13 @@ def test_bad_arguments_are_refused() -> None:
         simulate(branin(), "random", k=1, budget=3, seed=0)
     with pytest.raises(ValueError, match="method: unknown"):
         simulate(branin(), "nope", k=1, budget=10, seed=0)
+
+
+def test_the_comparison_script_prints_a_markdown_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.gp_vs_optuna import main
+
+    args = ["--problems", "branin", "--budget", "8", "--seeds", "2", "--methods", "random"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| branin | 8 | random |" in out
+    assert "Machine:" in out and "CPUs" in out
