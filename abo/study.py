@@ -139,6 +139,12 @@ class Study:
         return self._record.config
 
     @property
+    def n_initial(self) -> int:
+        """Size of the quasi-random initial design (default ``2 *`` parameters, at least 2)."""
+        configured = self.config.n_initial
+        return configured if configured is not None else max(2, 2 * len(self.space))
+
+    @property
     def storage(self) -> Storage:
         return self._storage
 
@@ -330,9 +336,7 @@ class Study:
         running = [t for t in trials if t.state is TrialState.RUNNING]
         space = self.space
         seed = _derive_seed(self.seed, len(trials))
-        n_initial = self.config.n_initial
-        if n_initial is None:
-            n_initial = max(2, 2 * len(space))
+        n_initial = self.n_initial
         seen = sum(1 for t in trials if t.state is not TrialState.LOST and t.attempt == 0)
         designed = sum(1 for t in trials if t.info.get("strategy") == "sobol")
         model_ready = len(done) >= MIN_OBSERVATIONS and self._strategy.needs_model
@@ -398,6 +402,7 @@ class Study:
                 round=self.space.round,
                 n_trials=n_trials,
                 n_workers=n_workers,
+                n_initial=self.n_initial,
             )
             if self._strategy.needs_model and fitted is None:
                 proposal = Proposal(ctx.uniform(m), [{"strategy": "random", "fallback": True}] * m)

@@ -33,6 +33,7 @@ class ProposalContext:
         round: snaps ``k x d`` relaxed points onto encodings of valid parameters.
         n_trials: proposals made so far in the study (AEGiS's schedule uses it).
         n_workers: how many evaluations run at once, when the caller knows (else ``None``).
+        n_initial: the size of the study's quasi-random initial design.
     """
 
     model: Model | None
@@ -44,6 +45,7 @@ class ProposalContext:
     round: Callable[[Tensor], Tensor]
     n_trials: int = 0
     n_workers: int | None = None
+    n_initial: int | None = None
 
     @property
     def dim(self) -> int:
