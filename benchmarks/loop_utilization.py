@@ -5,9 +5,11 @@ objective that sleeps 0.5-2 s (a deterministic function of its parameters) and r
 quadratic; the driver proposes with ``--strategy``. Reported:
 
 * utilization: busy seconds / (workers x makespan), from ``OptimizeResult``;
-* proposal wait: seconds the driver spent fitting and proposing (recorded on each trial), over
-  workers x makespan: the fraction of worker time spent waiting for a proposal (at least one
-  worker is idle for every second the driver proposes);
+* proposal wait: worker-seconds spent idle *while the driver was fitting and proposing* (from
+  the trials' start/finish times and the proposal seconds recorded on each), over workers x
+  makespan: the share of worker time spent waiting for a proposal;
+* driver busy: the share of the makespan the driver spent fitting and proposing (near 1 means
+  proposals, not evaluations, set the pace);
 * what remains idle (1 - utilization - wait): dispatch overhead and the tail of the run.
 
     python -m benchmarks utilization --trials 200 --workers 32
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +32,32 @@ def sleepy_objective(params: dict[str, Any]) -> float:
     x = np.array([params[f"x{i}"] for i in range(DIM)])
     time.sleep(0.5 + 1.5 * float(np.mean(np.abs(np.sin(7.0 * x)))))
     return float(np.sum((x - 0.3) ** 2))
+
+
+def waiting_worker_seconds(trials: Sequence[Any], workers: int, steps: int = 20_000) -> float:
+    """Integral over the driver's proposing intervals of the number of idle workers.
+
+    Trials started together came from one proposal call of ``sum(proposal_seconds)`` that ended
+    when they were created; a worker is busy on a trial from its creation to its finish.
+    """
+    calls: dict[float, float] = {}
+    for t in trials:
+        calls[t.created_at] = calls.get(t.created_at, 0.0) + float(
+            t.info.get("proposal_seconds", 0.0)
+        )
+    if not calls:
+        return 0.0
+    start = min(c - p for c, p in calls.items())
+    end = max(t.finished_at or t.created_at for t in trials)
+    grid = np.linspace(start, end, steps)
+    proposing = np.zeros(steps, dtype=bool)
+    for created, seconds in calls.items():
+        proposing |= (grid >= created - seconds) & (grid < created)
+    running = np.zeros(steps)
+    for t in trials:
+        running += (grid >= t.created_at) & (grid < (t.finished_at or end))
+    idle = np.clip(workers - running, 0, None)
+    return float(np.sum(idle * proposing) * (end - start) / steps)
 
 
 def _warm_up() -> None:
@@ -52,14 +81,18 @@ def measure(trials: int, workers: int, strategy: str, seed: int) -> dict[str, fl
         result = study.optimize(sleepy_objective, n_trials=trials, executor=executor)
     finally:
         executor.close()
-    proposing = sum(float(t.info.get("proposal_seconds", 0.0)) for t in study.trials)
+    trials = study.trials
+    proposing = sum(float(t.info.get("proposal_seconds", 0.0)) for t in trials)
     capacity = result.n_workers * result.elapsed
     return {
         "trials": result.n_done,
         "workers": result.n_workers,
         "makespan_s": result.elapsed,
         "utilization": result.utilization,
-        "proposal_wait": proposing / capacity if capacity else 0.0,
+        "proposal_wait": waiting_worker_seconds(trials, result.n_workers) / capacity
+        if capacity
+        else 0.0,
+        "driver_busy": proposing / result.elapsed if result.elapsed else 0.0,
         "proposing_s": proposing,
         "best": float(result.best.value) if result.best else float("nan"),
     }
@@ -75,12 +108,16 @@ def main(args: argparse.Namespace) -> int:
         f"({m['workers']} worker processes), objective sleeping 0.5-2 s."
     )
     print()
-    print("| trials | workers | makespan s | utilization | proposal wait | other idle |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| trials | workers | makespan s | utilization | proposal wait | other idle "
+        "| driver busy | s / proposal |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     other = max(0.0, 1.0 - m["utilization"] - m["proposal_wait"])
     print(
         f"| {m['trials']} | {m['workers']} | {m['makespan_s']:.1f} | {m['utilization']:.3f} | "
-        f"{m['proposal_wait']:.3f} | {other:.3f} |"
+        f"{m['proposal_wait']:.3f} | {other:.3f} | {m['driver_busy']:.3f} | "
+        f"{m['proposing_s'] / max(1, m['trials']):.2f} |"
     )
     print()
     print(f"Machine: {machine()}.")

@@ -25,6 +25,7 @@ from benchmarks.harness import read_runs
 
 REGRET_FLOOR = 1e-12  # log10 of an exact hit would be -inf
 ALPHA = 0.05
+BAR = "optuna-gp"  # Optuna's GPSampler: the baseline abo has to beat
 
 
 def log_regret(value: float) -> float:
@@ -83,6 +84,29 @@ def mark_best(values: Mapping[str, Mapping[int, float]], alpha: float = ALPHA) -
     return marks
 
 
+def versus(
+    values: Mapping[str, Mapping[int, float]], bar: str = BAR, alpha: float = ALPHA
+) -> dict[str, str]:
+    """Each method against ``bar``: ``"better"``, ``"worse"`` or ``"same"`` (not significant).
+
+    Wilcoxon signed-rank tests paired by seed, Holm-corrected over the methods compared.
+    """
+    if bar not in values:
+        return {m: "" for m in values}
+    others = [m for m in values if m != bar]
+    pvalues, signs = [], []
+    for other in others:
+        seeds = sorted(set(values[bar]) & set(values[other]))
+        a = np.array([values[other][s] for s in seeds])
+        b = np.array([values[bar][s] for s in seeds])
+        pvalues.append(_pvalue(a, b) if len(seeds) >= 2 else 1.0)
+        signs.append(float(np.median(a - b)) if seeds else 0.0)
+    out = {bar: "(bar)"}
+    for other, p, sign in zip(others, _holm(pvalues), signs, strict=True):
+        out[other] = "same" if p >= alpha else ("better" if sign < 0 else "worse")
+    return out
+
+
 def _sequential(run: Mapping[str, Any]) -> bool:
     return bool(run.get("sequential", run["method"] == "seq-logei"))
 
@@ -121,11 +145,12 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int) -> str
         for m, rs in by_method.items()
     }
     mark_final, mark_time = mark_best(final), mark_best(timed)
+    vs_final, vs_time = versus(final), versus(timed)
     lines = [
-        f"| method | workers | seeds | log10 regret at N = {budget} | | "
-        f"log10 regret at t = N/k = {horizon:g} | | utilization | duplicates "
+        f"| method | workers | seeds | log10 regret at N = {budget} | | vs {BAR} | "
+        f"log10 regret at t = N/k = {horizon:g} | | vs {BAR} | utilization | duplicates "
         "| median s / proposal |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     order = sorted(by_method, key=lambda m: np.median(list(final[m].values())))
     for method in order:
@@ -133,7 +158,8 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int) -> str
         secs = [s for r in rs for s in r["proposal_seconds"]]
         lines.append(
             f"| {method} | {rs[0]['workers']} | {len(rs)} | {_fmt(final[method].values())} | "
-            f"{mark_final[method]} | {_fmt(timed[method].values())} | {mark_time[method]} | "
+            f"{mark_final[method]} | {vs_final[method]} | {_fmt(timed[method].values())} | "
+            f"{mark_time[method]} | {vs_time[method]} | "
             f"{np.mean([r['utilization'] for r in rs]):.2f} | "
             f"{np.mean([r['duplicate_rate'] for r in rs]):.3f} | "
             f"{np.median(secs) if secs else 0.0:.3f} |"
@@ -203,7 +229,8 @@ def write_report(
         "",
         "Median [IQR] over seeds of log10 simple regret (best observed point, true function). "
         "`best`: lowest median; `tied`: not significantly worse than the best (Wilcoxon "
-        f"signed-rank paired by seed, Holm-corrected, alpha = {ALPHA}).",
+        f"signed-rank paired by seed, Holm-corrected, alpha = {ALPHA}). `vs {BAR}`: the same "
+        f"test of each method against Optuna's GPSampler (`better`/`worse`/`same`).",
     ]
     for (problem, durations, k, budget), members in _cells(runs).items():
         png = f"{problem}-{durations}-k{k}.png"

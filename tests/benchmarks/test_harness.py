@@ -148,4 +148,17 @@ def test_loop_utilization_on_a_real_dask_cluster() -> None:
     assert m["trials"] == 8 and m["workers"] == 2
     # each trial sleeps >= 0.5 s, so 8 trials on 2 workers take >= 2 s
     assert m["makespan_s"] >= 2.0 and 0.3 < m["utilization"] <= 1.0
-    assert 0.0 <= m["proposal_wait"] < 0.2
+    assert 0.0 <= m["proposal_wait"] < 0.2 and 0.0 <= m["driver_busy"] < 0.5
+
+
+def test_waiting_worker_seconds_counts_idle_workers_while_proposing() -> None:
+    from abo.trial import Trial, TrialState
+    from benchmarks.loop_utilization import waiting_worker_seconds
+
+    def trial(i: int, created: float, finished: float) -> Trial:
+        return Trial(i, "s", {}, TrialState.DONE, 0.0, info={"proposal_seconds": 1.0},
+                     created_at=created, finished_at=finished)  # fmt: skip
+
+    # proposing [0, 1) with both workers idle, then [1, 2) with one busy on the first trial
+    waited = waiting_worker_seconds([trial(1, 1.0, 3.0), trial(2, 2.0, 4.0)], workers=2)
+    assert waited == pytest.approx(3.0, rel=1e-3)

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.report import _holm, cell_table, mark_best, regret_at_time  # noqa: E402
+from benchmarks.report import _holm, cell_table, mark_best, regret_at_time, versus  # noqa: E402
 
 
 def _values(offset: float, seeds: int = 20, scale: float = 0.1, seed: int = 0) -> dict[int, float]:
@@ -69,4 +69,18 @@ def test_cell_table_marks_the_winner() -> None:
     table = cell_table(members, k=2, budget=3)
     rows = {line.split("|")[1].strip(): line.split("|") for line in table.splitlines()[2:]}
     assert rows["good"][5].strip() == "best" and rows["poor"][5].strip() == ""  # at N
-    assert rows["poor"][7].strip() == "tied"  # at t = N/k = 1.5 both still have regret 1
+    assert rows["poor"][8].strip() == "tied"  # at t = N/k = 1.5 both still have regret 1
+
+
+def test_versus_the_bar_says_better_worse_or_same() -> None:
+    bar = _values(-3.0, seed=10)
+    out = versus(
+        {
+            "optuna-gp": bar,
+            "up": _values(-6.0, seed=11),
+            "down": _values(0.0, seed=12),
+            "twin": dict(bar),
+        }  # fmt: skip
+    )
+    assert out == {"optuna-gp": "(bar)", "up": "better", "down": "worse", "twin": "same"}
+    assert versus({"a": bar}) == {"a": ""}  # no bar in the cell: nothing to say
