@@ -405,9 +405,9 @@ def test_ask_batch_with_bad_n_changes_nothing(study: abo.Study, n: Any) -> None:
 LEASE = 0.5
 
 
-def lease_study(url: str, **kwargs: Any) -> abo.Study:
+def lease_study(url: str, lease: float = LEASE, **kwargs: Any) -> abo.Study:
     return abo.create_study(
-        SPACE, storage=url, strategy="random", seed=7, lease_seconds=LEASE, **kwargs
+        SPACE, storage=url, strategy="random", seed=7, lease_seconds=lease, **kwargs
     )
 
 
@@ -477,9 +477,10 @@ def test_a_second_loss_is_not_requeued_after_max_retries(storage_url: str) -> No
 
 
 def test_a_late_tell_on_a_lost_trial_keeps_it_lost_and_out_of_best(storage_url: str) -> None:
-    s = lease_study(storage_url, direction="minimize")
+    # a longer lease: the retry must stay alive through the calls below on a loaded machine
+    s = lease_study(storage_url, lease=2.0, direction="minimize")
     t = s.ask()
-    time.sleep(LEASE + 0.2)
+    time.sleep(2.2)
     retry = s.ask()
     late = s.tell(t.id, -100.0)  # would be the best value by far
     assert late.state is TrialState.LOST
