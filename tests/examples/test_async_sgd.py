@@ -124,7 +124,7 @@ def test_a_diverging_run_fails_its_trial_in_the_python_route() -> None:
 def test_command_line_reports_json_and_diverged_runs_exit_non_zero(tmp_path: Path) -> None:
     base = f"{sys.executable} {EXAMPLE / 'trainer.py'} --epochs 2 --workers 4 --momentum 0.9"
     cmd = Command(base + " --lr {lr} --variant {variant}", workdir=tmp_path)
-    out = cmd({"lr": 0.1, "variant": "dc-asgd"})
+    out = cmd({"lr": 0.02, "variant": "dc-asgd"})  # lr 0.1 diverges on unlucky schedules
     assert out["accuracy"] > 0.5 and out["value"] < math.log(10)
     assert json.loads(Path(out["stdout"]).read_text().splitlines()[-1])["value"] == out["value"]
     with pytest.raises(TrialFailure, match="exit code 2: diverged"):
