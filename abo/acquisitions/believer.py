@@ -16,7 +16,7 @@ from botorch.models.model import Model
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
 from abo.acquisitions.seeded import seeded_maximize
 from abo.registry import register_strategy
 
@@ -50,14 +50,11 @@ class BelieverStrategy:
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
-        busy = ctx.X_pending.to(torch.double)
-        chosen = []
-        for _ in range(n):
-            model, believed = believe(ctx.model, busy)
+        model_0 = ctx.model
+
+        def make_acq(busy: Tensor) -> LogExpectedImprovement:
+            model, believed = believe(model_0, busy)
             best_f = torch.cat([ctx.Y.reshape(-1), believed.reshape(-1)]).max()
-            acq = LogExpectedImprovement(model, best_f=best_f)
-            x, _ = seeded_maximize(acq, ctx, self.budget)
-            x = ctx.round(x)
-            chosen.append(x)
-            busy = torch.cat([busy, x])
-        return Proposal(torch.cat(chosen), [{"strategy": self.name} for _ in range(n)])
+            return LogExpectedImprovement(model, best_f=best_f)
+
+        return greedy_batch(ctx, n, self.name, make_acq, seeded_maximize, self.budget)

@@ -34,7 +34,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
 from abo.acquisitions.seeded import seeded_maximize
 from abo.exceptions import AboError
 from abo.registry import register_strategy
@@ -349,14 +349,14 @@ class _PenalizedStrategy:
         )
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
-        busy = ctx.X_pending.to(torch.double)
-        chosen = []
-        for _ in range(n):
-            x, _ = seeded_maximize(self.acquisition(ctx, busy), ctx, self.budget)
-            x = ctx.round(x)
-            chosen.append(x)
-            busy = torch.cat([busy, x])
-        return Proposal(torch.cat(chosen), [{"strategy": self.name} for _ in range(n)])
+        return greedy_batch(
+            ctx,
+            n,
+            self.name,
+            lambda busy: self.acquisition(ctx, busy),
+            seeded_maximize,
+            self.budget,
+        )
 
 
 @register_strategy(

@@ -8,6 +8,7 @@ model is good).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -16,7 +17,7 @@ from botorch.optim import optimize_acqf
 from botorch.optim.initializers import gen_batch_initial_conditions
 from torch import Tensor
 
-from abo.acquisitions.base import ProposalContext
+from abo.acquisitions.base import Proposal, ProposalContext
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,30 @@ def maximize(
         retry_on_optimization_warning=False,
     )
     return X.detach(), float(value.max())
+
+
+Maximizer = Callable[[AcquisitionFunction, ProposalContext, OptimizerBudget], tuple[Tensor, float]]
+
+
+def greedy_batch(
+    ctx: ProposalContext,
+    n: int,
+    name: str,
+    make_acq: Callable[[Tensor], AcquisitionFunction],
+    maximizer: Maximizer,
+    budget: OptimizerBudget,
+) -> Proposal:
+    """``n`` points chosen one at a time, each joining the busy set before the next.
+
+    Args:
+        make_acq: builds the acquisition for the current ``m x d`` busy points.
+        maximizer: ``maximize`` or a seeded variant of it.
+    """
+    busy = ctx.X_pending.to(torch.double)
+    chosen = []
+    for _ in range(n):
+        x, _ = maximizer(make_acq(busy), ctx, budget)
+        x = ctx.round(x)
+        chosen.append(x)
+        busy = torch.cat([busy, x])
+    return Proposal(torch.cat(chosen), [{"strategy": name} for _ in range(n)])

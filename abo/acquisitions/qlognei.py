@@ -21,7 +21,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, maximize
+from abo.acquisitions.optimize import OptimizerBudget, greedy_batch, maximize
 from abo.registry import register_strategy
 
 NOISE_FREE_BELOW = 1e-4
@@ -71,11 +71,6 @@ class QLogNEIStrategy:
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
-        pending = ctx.X_pending
-        chosen = []
-        for _ in range(n):
-            x, _ = maximize(self.acquisition(ctx, pending), ctx, self.budget)
-            x = ctx.round(x)
-            chosen.append(x)
-            pending = torch.cat([pending, x])
-        return Proposal(torch.cat(chosen), [{"strategy": self.name} for _ in range(n)])
+        return greedy_batch(
+            ctx, n, self.name, lambda busy: self.acquisition(ctx, busy), maximize, self.budget
+        )
