@@ -1,11 +1,18 @@
 """``thompson``: asynchronous Thompson sampling (Kandasamy et al., AISTATS 2018).
 
-Each proposal maximises one fresh sample path of the GP posterior. Busy points are ignored on
-purpose: the randomness of the draws is what keeps the in-flight points apart, and a path
-conditioned on all completed data is exactly the asyTS rule. The path is BoTorch's pathwise
-(Matheron) sample — random Fourier features plus a data update — so it is a smooth function
-that L-BFGS-B can climb. If the pathwise draw fails (a model it does not support), an exact joint
-posterior sample over Sobol candidates (``MaxPosteriorSampling``) takes its place.
+Each proposed point maximises its own fresh sample path of the GP posterior. Busy points are
+ignored on purpose: the randomness of the draws is what keeps the in-flight points apart, and
+a path conditioned on all completed data is exactly the asyTS rule. The paths are BoTorch's
+pathwise (Matheron) samples — random Fourier features plus a data update — so they are smooth
+functions that L-BFGS-B can climb.
+
+Asked for ``n`` points at once, the ``n`` paths are drawn in one batch (one solve against the
+training covariance for all of them) and optimised together: the same Sobol raw samples are
+evaluated under every path (the kernel between them and the training data is computed once),
+each path starts its local searches at its own best raw samples, and one batched L-BFGS-B run
+climbs the separable sum ``sum_j path_j(x_j)``, so each ``x_j`` still maximises only its own
+path. If the pathwise draw fails (a model it does not support), an exact joint posterior sample
+over Sobol candidates (``MaxPosteriorSampling``) takes its place.
 """
 
 from __future__ import annotations
@@ -14,14 +21,16 @@ from typing import Any
 
 import torch
 from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
+from botorch.generation.gen import gen_candidates_scipy
 from botorch.generation.sampling import MaxPosteriorSampling
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget
-from abo.acquisitions.seeded import seeded_maximize
+from abo.acquisitions.optimize import OptimizerBudget, incumbent
 from abo.registry import register_strategy
+
+DUPLICATE_TOL = 1e-6
 
 
 def sobol_points(ctx: ProposalContext, n: int, seed: int) -> Tensor:
@@ -31,29 +40,112 @@ def sobol_points(ctx: ProposalContext, n: int, seed: int) -> Tensor:
     return lo + (hi - lo) * unit
 
 
-def thompson_point(
-    ctx: ProposalContext, budget: OptimizerBudget, n_candidates: int = 1024
-) -> tuple[Tensor, dict[str, Any]]:
-    """The ``1 x d`` maximiser of one posterior sample path, and info about how it was found.
+def draw_paths(ctx: ProposalContext, n: int, seed: int) -> PathwiseThompsonSampling:
+    """``n`` independent posterior sample paths in one batch, fixed by ``seed``.
 
-    The path's random features come from ``ctx.seed()``, so a seeded context gives the same
-    path; each call draws a new, independent path.
+    The acquisition's ``q``-th input point is evaluated on the ``q``-th path, and its value is
+    the sum over the ``q`` points, so maximising it over ``b x n x d`` maximises each path.
+    """
+    assert ctx.model is not None
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        acq = PathwiseThompsonSampling(ctx.model)
+        acq.redraw(batch_size=n)
+        acq.batch_size = n
+    return acq
+
+
+def path_values(acq: PathwiseThompsonSampling, X: Tensor) -> Tensor:
+    """``b x n`` values of path ``j`` at ``X[..., j, :]`` for ``b x n x d`` points."""
+    assert acq.samples is not None
+    return acq.samples(X.unsqueeze(-2)).reshape(X.shape[:-1])
+
+
+def maximize_paths(
+    acq: PathwiseThompsonSampling, ctx: ProposalContext, budget: OptimizerBudget
+) -> tuple[Tensor, Tensor]:
+    """Local maxima of every path: ``r x n x d`` points and their ``r x n`` path values.
+
+    Row ``i`` holds the end of each path's ``i``-th local search: the ``num_restarts`` best
+    of ``raw_samples`` shared Sobol points under that path, then the incumbent.
+    """
+    assert acq.batch_size is not None
+    n = acq.batch_size
+    raw = sobol_points(ctx, budget.raw_samples, ctx.seed())
+    with torch.no_grad():
+        raw_values = acq.samples(raw).reshape(n, -1)  # every path at every raw point
+    k = min(budget.num_restarts, raw.shape[0])
+    starts = raw[raw_values.topk(k, dim=-1).indices].transpose(0, 1)  # k x n x d
+    if ctx.X.shape[0]:
+        starts = torch.cat([starts, incumbent(ctx).to(starts).expand(1, n, -1)])
+    X, _ = gen_candidates_scipy(
+        starts,
+        acq,
+        lower_bounds=ctx.bounds[0].to(starts),
+        upper_bounds=ctx.bounds[1].to(starts),
+        options={"maxiter": budget.maxiter},
+    )
+    X = X.detach()
+    with torch.no_grad():
+        return X, path_values(acq, X)
+
+
+def _pick(candidates: Tensor, values: Tensor, chosen: list[Tensor], ctx: ProposalContext):
+    """The best of ``k x d`` ``candidates`` (by ``values``) that rounds to no ``chosen`` point."""
+    for i in values.argsort(descending=True).tolist():
+        x = ctx.round(candidates[i : i + 1])
+        if not chosen or torch.cdist(x, torch.cat(chosen)).min() > DUPLICATE_TOL:
+            return x
+    return None
+
+
+def thompson_points(
+    ctx: ProposalContext,
+    n: int,
+    budget: OptimizerBudget,
+    n_candidates: int = 1024,
+    avoid: Tensor | None = None,
+) -> tuple[Tensor, list[dict[str, Any]]]:
+    """``n x d`` rounded maximisers of ``n`` independent posterior paths, and info per point.
+
+    The paths and Sobol points come from ``ctx.seed()``, so a seeded context gives the same
+    points. A path's best local maximum is used unless it rounds onto an earlier point of this
+    call (or a row of ``avoid``); then its next best maximum, then its best raw sample that is
+    new, is.
     """
     assert ctx.model is not None
     seed = ctx.seed()
+    chosen: list[Tensor] = [] if avoid is None or not avoid.numel() else [avoid.to(torch.double)]
     try:
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            acq = PathwiseThompsonSampling(ctx.model)
-            acq(ctx.bounds[:1].unsqueeze(0).to(torch.double))  # draws the path (q = 1) now
-        x, _ = seeded_maximize(acq, ctx, budget)
-        return x, {}
+        acq = draw_paths(ctx, n, seed)
+        X, values = maximize_paths(acq, ctx, budget)
+        raw = sobol_points(ctx, budget.raw_samples, seed)
+        points = []
+        for j in range(n):
+            x = _pick(X[:, j], values[:, j], chosen, ctx)
+            if x is None:  # every local maximum repeats a point: the path's best new raw point
+                with torch.no_grad():
+                    raw_values = path_values(acq, raw.unsqueeze(1).expand(-1, n, -1))[:, j]
+                x = _pick(raw, raw_values, chosen, ctx)
+            x = ctx.round(X[0, j : j + 1]) if x is None else x
+            points.append(x)
+            chosen.append(x)
+        return torch.cat(points), [{} for _ in range(n)]
     except Exception as exc:  # noqa: BLE001 - any model the pathwise sampler cannot handle
         candidates = sobol_points(ctx, n_candidates, seed)
         with torch.random.fork_rng(), torch.no_grad():
             torch.manual_seed(seed)
-            x = MaxPosteriorSampling(ctx.model, replacement=False)(candidates, num_samples=1)
-        return x.reshape(1, -1), {"fallback": f"max_posterior_sampling ({type(exc).__name__})"}
+            x = MaxPosteriorSampling(ctx.model, replacement=False)(candidates, num_samples=n)
+        info = {"fallback": f"max_posterior_sampling ({type(exc).__name__})"}
+        return ctx.round(x.reshape(n, -1)), [dict(info) for _ in range(n)]
+
+
+def thompson_point(
+    ctx: ProposalContext, budget: OptimizerBudget, n_candidates: int = 1024
+) -> tuple[Tensor, dict[str, Any]]:
+    """The ``1 x d`` maximiser of one posterior sample path, and info about how it was found."""
+    X, infos = thompson_points(ctx, 1, budget, n_candidates)
+    return X, infos[0]
 
 
 @register_strategy("thompson", "asynchronous Thompson sampling: maximise a fresh posterior path")
@@ -61,7 +153,7 @@ class ThompsonStrategy:
     """Asynchronous Thompson sampling: one independent posterior path per proposed point.
 
     Args:
-        raw_samples, num_restarts: optimiser budget per path.
+        raw_samples, num_restarts: optimiser budget per path (the raw samples are shared).
         n_candidates: Sobol candidates of the fallback sampler (exact, ``O(n^3)``).
     """
 
@@ -73,9 +165,5 @@ class ThompsonStrategy:
         self.n_candidates = n_candidates
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
-        points, infos = [], []
-        for _ in range(n):
-            x, info = thompson_point(ctx, self.budget, self.n_candidates)
-            points.append(ctx.round(x))
-            infos.append({"strategy": self.name, **info})
-        return Proposal(torch.cat(points), infos)
+        X, infos = thompson_points(ctx, n, self.budget, self.n_candidates)
+        return Proposal(X, [{"strategy": self.name, **info} for info in infos])

@@ -7,7 +7,14 @@ import torch
 from botorch.models.deterministic import GenericDeterministicModel
 from strategy_helpers import PEAK, make_ctx
 
-from abo.acquisitions.thompson import ThompsonStrategy
+from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.thompson import (
+    ThompsonStrategy,
+    draw_paths,
+    path_values,
+    sobol_points,
+    thompson_points,
+)
 
 
 def _strategy() -> ThompsonStrategy:
@@ -51,3 +58,31 @@ def test_falls_back_to_exact_sampling_on_candidates_when_pathwise_fails(peaked) 
     proposal = ThompsonStrategy(n_candidates=512).propose(make_ctx(model, X, Y, seed=0), 1)
     assert "max_posterior_sampling" in proposal.info[0]["fallback"]
     assert (proposal.X[0] - PEAK).norm() < 0.08  # the best of 512 Sobol candidates
+
+
+def test_a_batch_gives_distinct_points_fixed_by_the_seed(peaked) -> None:
+    model, X, Y = peaked
+    s = _strategy()
+    a = s.propose(make_ctx(model, X, Y, seed=5), 8).X
+    b = s.propose(make_ctx(model, X, Y, seed=5), 8).X
+    c = s.propose(make_ctx(model, X, Y, seed=6), 8).X
+    assert a.shape == (8, 2)
+    assert torch.pdist(a).min() > 1e-6
+    assert torch.allclose(a, b, atol=1e-6, rtol=0)
+    assert torch.cdist(a, c).min(dim=-1).values.max() > 1e-4  # not the same set reordered
+
+
+def test_each_point_of_a_batch_maximises_its_own_path(peaked) -> None:
+    model, X, Y = peaked
+    n, budget = 6, OptimizerBudget(raw_samples=64, num_restarts=2)
+    ctx, twin = make_ctx(model, X, Y, seed=11), make_ctx(model, X, Y, seed=11)
+    points, _ = thompson_points(ctx, n, budget)
+    paths = draw_paths(twin, n, twin.seed())  # the paths the call drew, from the same seed
+    grid = sobol_points(twin, 4096, seed=0)
+    with torch.no_grad():
+        on_grid = path_values(paths, grid.unsqueeze(1).expand(-1, n, -1))  # 4096 x n
+        at_points = path_values(paths, points.unsqueeze(1).expand(-1, n, -1))  # point i, path j
+    own = at_points.diagonal()
+    spread = on_grid.max(0).values - on_grid.min(0).values
+    assert (own >= on_grid.max(0).values - 1e-3 * spread).all()  # at least the grid's best
+    assert (own >= at_points.max(0).values - 1e-9).all()  # no other point is higher on path j
