@@ -14,6 +14,11 @@ after every completion, and from never exploiting twice while the workers first 
 default ``eps_c = min(1 / sqrt(max(d, 4)), 0.5)`` means that for ``d <= 4`` only ``t = 0``
 exploits. The rule is stateless: ``t`` is derived from the context, so proposals are
 reproducible from the study seed.
+
+Several points in one call share the work of their arms: the posterior-mean maximiser and the
+Pareto set are computed once per call (a second exploit in one call would repeat the first and
+samples a path instead, as before), all Thompson arms draw their paths in one batch and climb
+them together (``thompson_points``), and the Pareto arms take distinct members of one front.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from torch import Tensor
 from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.seeded import seeded_maximize
-from abo.acquisitions.thompson import sobol_points, thompson_point
+from abo.acquisitions.thompson import sobol_points, thompson_points
 from abo.exceptions import AboError
 from abo.registry import register_strategy
 
@@ -135,13 +140,29 @@ class _AegisBase:
         x, _ = seeded_maximize(PosteriorMean(ctx.model), ctx, self.budget)
         return x
 
-    def pareto(self, ctx: ProposalContext) -> Tensor:
-        """``1 x d`` uniform member of the approximate (mean, std) Pareto set."""
+    def pareto_front(self, ctx: ProposalContext) -> Tensor:
+        """The approximate (mean, std) Pareto set over fresh Sobol candidates."""
         assert ctx.model is not None
         n = self.n_candidates or min(1000 * ctx.dim, 5000)
-        front = pareto_set(ctx.model, sobol_points(ctx, n, ctx.seed()))
-        i = int(torch.randint(front.shape[0], (1,), generator=ctx.generator).item())
-        return front[i : i + 1]
+        return pareto_set(ctx.model, sobol_points(ctx, n, ctx.seed()))
+
+    def pareto(self, ctx: ProposalContext) -> Tensor:
+        """``1 x d`` uniform member of the approximate (mean, std) Pareto set."""
+        return self.pareto_members(ctx, 1)
+
+    def pareto_members(self, ctx: ProposalContext, m: int) -> Tensor:
+        """``m x d`` distinct uniform members of one approximate Pareto set.
+
+        A front with fewer than ``m`` members is topped up from a front over new candidates.
+        """
+        picked: list[Tensor] = []
+        while m > 0:
+            front = self.pareto_front(ctx)
+            k = min(m, front.shape[0])
+            idx = torch.randperm(front.shape[0], generator=ctx.generator)[:k]
+            picked.append(front[idx])
+            m -= k
+        return torch.cat(picked)
 
     def random(self, ctx: ProposalContext) -> Tensor:
         """``1 x d`` uniform point."""
@@ -161,25 +182,37 @@ class _AegisBase:
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         seen = torch.cat([ctx.X, ctx.X_pending]).to(torch.double)
-        points, infos = [], []
-        for arm in self.arms(ctx, n):
-            info: dict[str, Any] = {"strategy": self.name}
-            if arm == "exploit":
-                x = ctx.round(self.exploit(ctx))
-                if seen.shape[0] and torch.cdist(x, seen).min() <= DUPLICATE_TOL:
-                    # no new data since the last exploit: sample a path instead of repeating it
-                    arm, info["replaced"] = "thompson", "exploit"
-            if arm == "thompson":
-                x, extra = thompson_point(ctx, self.budget)
-                x, info = ctx.round(x), {**info, **extra}
-            elif arm == "pareto":
-                arm = self.third_arm
-                x = ctx.round(self.pareto(ctx) if arm == "pareto" else self.random(ctx))
+        points: list[Tensor | None] = [None] * n
+        infos: list[dict[str, Any]] = [{"strategy": self.name} for _ in range(n)]
+        arms = self.arms(ctx, n)
+        exploited: Tensor | None = None
+        for i, arm in enumerate(arms):
+            if arm != "exploit":
+                continue
+            x = ctx.round(self.exploit(ctx)) if exploited is None else exploited
+            if (seen.shape[0] and torch.cdist(x, seen).min() <= DUPLICATE_TOL) or (
+                exploited is not None
+            ):
+                # no new data since the last exploit: sample a path instead of repeating it
+                arms[i], infos[i]["replaced"] = "thompson", "exploit"
+            else:
+                exploited = points[i] = x
+        thompson = [i for i, arm in enumerate(arms) if arm == "thompson"]
+        if thompson:
+            X, extras = thompson_points(ctx, len(thompson), self.budget, avoid=exploited)
+            for j, i in enumerate(thompson):
+                points[i], infos[i] = X[j : j + 1], {**infos[i], **extras[j]}
+        third = [i for i, arm in enumerate(arms) if arm == "pareto"]
+        if third and self.third_arm == "pareto":
+            X = ctx.round(self.pareto_members(ctx, len(third)))
+        else:
+            X = ctx.round(torch.cat([self.random(ctx) for _ in third])) if third else None
+        for j, i in enumerate(third):
+            arms[i] = self.third_arm
+            points[i] = X[j : j + 1]
+        for info, arm in zip(infos, arms, strict=True):
             info["arm"] = arm
-            points.append(x)
-            infos.append(info)
-            seen = torch.cat([seen, x])
-        return Proposal(torch.cat(points), infos)
+        return Proposal(torch.cat([p for p in points if p is not None]), infos)
 
 
 @register_strategy("aegis", "AEGiS: epsilon-greedy over posterior-mean, Thompson and Pareto arms")

@@ -139,3 +139,28 @@ def test_invalid_options_name_the_field() -> None:
     ]:
         with pytest.raises(abo.AboError, match=field):
             abo.create_study(space, strategy="aegis", strategy_options=options)
+
+
+def test_pareto_arms_of_one_call_are_distinct_members_of_one_front(peaked) -> None:
+    model, X, Y = peaked
+    s = AegisStrategy(epsilon=0.5, eta=0.0, n_candidates=256)  # every arm is a Pareto arm
+    ctx = make_ctx(model, X, Y, seed=3, n_trials=100, n_workers=4)
+    twin = make_ctx(model, X, Y, seed=3, n_trials=100, n_workers=4)
+    proposal = s.propose(ctx, 6)
+    s.arms(twin, 6)  # the twin's generator now stands where the call's did after its decisions
+    front = s.pareto_front(twin)
+    assert [i["arm"] for i in proposal.info] == ["pareto"] * 6
+    assert front.shape[0] >= 6
+    assert (torch.cdist(proposal.X, front).min(-1).values == 0).all()
+    assert torch.pdist(proposal.X).min() > 0
+
+
+def test_thompson_arms_of_one_call_are_distinct_batched_paths(peaked) -> None:
+    model, X, Y = peaked
+    s = AegisStrategy(epsilon=0.5, eta=1.0, raw_samples=32, num_restarts=2)
+    proposal = s.propose(make_ctx(model, X, Y, seed=4, n_trials=100, n_workers=4), 6)
+    again = s.propose(make_ctx(model, X, Y, seed=4, n_trials=100, n_workers=4), 6)
+    assert [i["arm"] for i in proposal.info] == ["thompson"] * 6
+    assert not any("fallback" in i for i in proposal.info)
+    assert torch.pdist(proposal.X).min() > 1e-6
+    assert torch.allclose(proposal.X, again.X, atol=1e-6, rtol=0)
