@@ -6,7 +6,8 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
     ``name``, ``storage`` (relative SQLite paths are relative to the file), ``direction``,
     ``strategy``, ``seed``, ``n_trials`` (the study's total budget of finished trials, so a
     resumed run completes it), ``max_retries``, ``lease_seconds``, ``noise``, ``n_initial``,
-    ``trial_timeout`` (seconds), ``strategy_options`` (a table).
+    ``trial_timeout`` (seconds), ``strategy_options`` (a table), ``refit``,
+    ``max_staleness``, ``max_exact`` (see ``abo.create_study``).
 ``[space]``
     one inline table per parameter: ``{type = "float", low = 0, high = 1, log = false}``,
     ``{type = "int", ...}`` or ``{type = "categorical", choices = [...]}``.
@@ -43,6 +44,7 @@ EXECUTOR_KINDS = ("local", "address", "threads", *BATCH_SYSTEMS)
 _STUDY_KEYS = {
     "name", "storage", "direction", "strategy", "seed", "n_trials", "max_retries",
     "lease_seconds", "noise", "n_initial", "trial_timeout", "strategy_options",
+    "refit", "max_staleness", "max_exact",
 }  # fmt: skip
 
 

@@ -18,6 +18,7 @@ Two policies, chosen per study (``create_study(..., refit=...)``) or per process
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import warnings
 from collections.abc import Mapping
@@ -28,9 +29,24 @@ import torch
 from torch import Tensor
 
 from abo.exceptions import AboWarning, SurrogateFitError
-from abo.surrogate import FittedModel, _build, fit_gp
+from abo.surrogate import MAX_EXACT, FittedModel, _build, fit_gp, subset
 
 REFIT_MODES = ("sync", "background")
+FULL_REFIT_GROWTH = 1.2  # a full multi-start refit each time the data grow by this factor
+
+
+def full_refit_due(n_prev: int | None, n: int) -> bool:
+    """Whether a refit on ``n`` observations, after one on ``n_prev``, is a full one.
+
+    Full refits happen on the first fit and whenever ``n`` crosses the next power of
+    ``FULL_REFIT_GROWTH`` (about every 10-20 % of growth): often while the model is still
+    learning its scales, rarely once a fit costs seconds. Depends only on the two sizes, so
+    a resumed study makes the same choice.
+    """
+    if n_prev is None or n_prev < 1:
+        return True
+    growth = math.log(FULL_REFIT_GROWTH)
+    return math.floor(math.log(n) / growth) > math.floor(math.log(n_prev) / growth)
 
 
 def export_hypers(model: Any) -> dict[str, list[float]]:
@@ -68,12 +84,16 @@ class _Fit:
 class ModelManager:
     """Hands out a model for the current data according to the refit policy (thread-safe)."""
 
-    def __init__(self, noise: str, mode: str = "sync", max_staleness: int = 20) -> None:
+    def __init__(
+        self, noise: str, mode: str = "sync", max_staleness: int = 20, max_exact: int = MAX_EXACT
+    ) -> None:
         if mode not in REFIT_MODES:
             raise SurrogateFitError(f"refit: expected one of {REFIT_MODES}, got {mode!r}")
         self.noise = noise
         self.mode = mode
         self.max_staleness = max_staleness
+        self.max_exact = max_exact
+        self.full_refits = 0  # of which full multi-start (for tests and benchmarks)
         self._latest: _Fit | None = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -109,13 +129,31 @@ class ModelManager:
         self, key: tuple[int, ...], X: Tensor, Y: Tensor, stored: Mapping[str, Any] | None
     ) -> tuple[FittedModel, int]:
         if stored and stored.get("key") == data_key(key):  # fitted on exactly this data
-            return condition(X, Y, self.noise, stored["hypers"]), int(stored.get("n", len(key)))
-        previous = condition(X, Y, self.noise, stored["hypers"]) if stored else None
-        fitted = fit_gp(X, Y, noise=self.noise, previous=previous)
+            return self._condition(X, Y, stored["hypers"]), int(stored.get("n", len(key)))
+        previous = self._condition(X, Y, stored["hypers"]) if stored else None
+        fitted = self._fit(X, Y, previous, int(stored.get("n", 0)) if stored else None)
         with self._lock:
-            self.refits += 1
             self._latest = _Fit(fitted, key)
         return fitted, fitted.n
+
+    def _condition(self, X: Tensor, Y: Tensor, hypers: Mapping[str, list[float]]) -> FittedModel:
+        """``condition`` on the observations the GP keeps (all, or the subset above the cap)."""
+        idx = subset(X, Y, self.max_exact)
+        fitted = condition(X[idx], Y[idx], self.noise, hypers)
+        return FittedModel(model=fitted.model, n=X.shape[0], warm=True)
+
+    def _fit(
+        self, X: Tensor, Y: Tensor, previous: FittedModel | None, n_prev: int | None
+    ) -> FittedModel:
+        """Refit the hyperparameters (a full multi-start refit when due) on the kept subset."""
+        n = X.shape[0]
+        full = full_refit_due(n_prev, n)
+        idx = subset(X, Y, self.max_exact)
+        fitted = fit_gp(X[idx], Y[idx], noise=self.noise, previous=previous, full=full, seed=n)
+        with self._lock:
+            self.refits += 1
+            self.full_refits += int(full)
+        return FittedModel(model=fitted.model, n=n, warm=fitted.warm)
 
     def _background(
         self, key: tuple[int, ...], X: Tensor, Y: Tensor, stored: Mapping[str, Any] | None
@@ -130,18 +168,19 @@ class ModelManager:
                 latest = self._latest
             if latest is None or X.shape[0] - latest.fitted.n > self.max_staleness:
                 if latest is None and stored:
-                    previous: FittedModel | None = condition(X, Y, self.noise, stored["hypers"])
+                    previous: FittedModel | None = self._condition(X, Y, stored["hypers"])
+                    n_prev: int | None = int(stored.get("n", 0))
                 else:
                     previous = latest.fitted if latest else None
-                fitted = fit_gp(X, Y, noise=self.noise, previous=previous)
+                    n_prev = latest.fitted.n if latest else None
+                fitted = self._fit(X, Y, previous, n_prev)
                 with self._lock:
-                    self.refits += 1
                     self._latest = _Fit(fitted, key)
                 return fitted, fitted.n
         assert latest is not None
         self._start_refit(key, X, Y)
         hypers = export_hypers(latest.fitted.model)
-        return condition(X, Y, self.noise, hypers), latest.fitted.n
+        return self._condition(X, Y, hypers), latest.fitted.n
 
     def _start_refit(self, key: tuple[int, ...], X: Tensor, Y: Tensor) -> None:
         with self._lock:
@@ -150,7 +189,7 @@ class ModelManager:
             previous = self._latest.fitted if self._latest else None
             self._thread = threading.Thread(
                 target=self._refit, args=(key, X.clone(), Y.clone(), previous),
-                name="abo-refit", daemon=True,
+                name="abo-refit", daemon=False,  # exit waits: torch aborts on a killed fit
             )  # fmt: skip
             self._thread.start()
 
@@ -160,11 +199,10 @@ class ModelManager:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", AboWarning)
-                fitted = fit_gp(X, Y, noise=self.noise, previous=previous)
+                fitted = self._fit(X, Y, previous, previous.n if previous else None)
         except SurrogateFitError:
             return  # keep the previous hyperparameters; the next ask tries again
         with self._lock:
-            self.refits += 1
             if self._latest is None or fitted.n >= self._latest.fitted.n:
                 self._latest = _Fit(fitted, key)
 

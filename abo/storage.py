@@ -67,6 +67,7 @@ class StudyConfig:
         strategy_options: keyword arguments for the strategy.
         refit: ``"sync"`` or ``"background"`` (see ``abo.refit``).
         max_staleness: observations the proposing hyperparameters may lag (background only).
+        max_exact: most observations the GP is fitted on; above it, a subset (``abo.surrogate``).
     """
 
     n_initial: int | None = None
@@ -76,6 +77,7 @@ class StudyConfig:
     strategy_options: dict[str, Any] = field(default_factory=dict)
     refit: str = "sync"
     max_staleness: int = 20
+    max_exact: int = 1000
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +88,7 @@ class StudyConfig:
             "strategy_options": dict(self.strategy_options),
             "refit": self.refit,
             "max_staleness": self.max_staleness,
+            "max_exact": self.max_exact,
         }
 
     @classmethod

@@ -110,6 +110,7 @@ class Study:
             noise=record.config.noise,
             mode=refit or record.config.refit,
             max_staleness=record.config.max_staleness,
+            max_exact=record.config.max_exact,
         )
         self._lock = threading.RLock()
 
@@ -425,6 +426,8 @@ class Study:
             "fit_seconds": round(t_fit, 6),
             "n_observations": fitted.n if fitted else len(observed),
         }
+        if fitted is not None:
+            extra["gp_points"] = int(fitted.model.train_inputs[0].shape[-2])
         if record:
             extra["fit_observations"] = record["n"]
             extra["model"] = record
@@ -523,6 +526,7 @@ def create_study(
     strategy_options: Mapping[str, Any] | None = None,
     refit: str = "sync",
     max_staleness: int = 20,
+    max_exact: int = 1000,
 ) -> Study:
     """Create a study (or resume it with ``load_if_exists=True``).
 
@@ -543,6 +547,8 @@ def create_study(
             (asks never wait for a fit; see ``abo.refit``).
         max_staleness: with ``refit="background"``, the most observations the proposing
             hyperparameters may lag behind the data.
+        max_exact: the most observations the GP is fitted on; above it the GP keeps the best
+            half and a seeded sample of the rest, so asks stay fast in long studies.
 
     Example:
         >>> import abo
@@ -562,6 +568,8 @@ def create_study(
         raise AboError(f"refit: expected one of {', '.join(REFIT_MODES)}, got {refit!r}")
     if isinstance(max_staleness, bool) or not isinstance(max_staleness, int) or max_staleness < 0:
         raise AboError(f"max_staleness: expected a non-negative integer, got {max_staleness!r}")
+    if isinstance(max_exact, bool) or not isinstance(max_exact, int) or max_exact < 10:
+        raise AboError(f"max_exact: expected an integer of at least 10, got {max_exact!r}")
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < MAX_SEED:
@@ -586,6 +594,7 @@ def create_study(
         strategy_options=dict(strategy_options or {}),
         refit=refit,
         max_staleness=max_staleness,
+        max_exact=max_exact,
     )
     make_strategy(strategy, **config.strategy_options)  # options are checked before storing
     store = open_storage(storage)

@@ -18,6 +18,14 @@ Choices (checked in ``benchmarks/gp_vs_optuna.py``; numbers in ``docs/surrogate.
   matches (a refit after one new point then takes ~10 ms instead of ~0.8 s on Hartmann-6);
   a failed fit retries from the prior's mode, then keeps the previous hyperparameters
   with a warning, and only then gives up (the study falls back to quasi-random points).
+  Every so often (``abo.refit``) a *full* refit also starts from the prior's mode and from a
+  seeded draw of the lengthscale prior and keeps the start with the best marginal likelihood,
+  so a study cannot stay stuck in the optimum of its first few points.
+* Above ``MAX_EXACT`` observations the GP is fitted on a subset (``subset``): the best half
+  by utility plus a fixed pseudo-random sample of the rest. An exact GP costs O(n^3) to factor and
+  O(n^2) per prediction; the subset bounds an ask's cost and memory whatever the study's size,
+  while keeping every point near the incumbent, where proposals land. ``benchmarks/scalable.py``
+  compared it with exact GPs and a variational GP (numbers in ``docs/benchmarks.md``).
 
 The model is always fitted on *utilities* (larger is better), the convention BoTorch's
 acquisition functions assume; ``Study`` flips the sign for minimisation.
@@ -44,6 +52,7 @@ from abo.exceptions import AboWarning, SurrogateFitError
 
 NOISE_FLOOR = 1e-6
 NOISE_MODES = ("auto", "deterministic")
+MAX_EXACT = 1000  # observations above which the GP sees a subset (see ``subset``)
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,28 @@ def _copy_hypers(source: SingleTaskGP, target: SingleTaskGP) -> None:
                 param.copy_(learned[name])
 
 
-def _fit(model: SingleTaskGP) -> None:
+def subset(X: Tensor, Y: Tensor, m: int = MAX_EXACT, seed: int = 0) -> Tensor:
+    """Indices (ascending) of at most ``m`` observations for the GP: the best half, then a
+    ``seed``-ed sample of the rest (all indices when ``n <= m``).
+
+    The sample ranks observations by a hash of their position, so it is stable as data
+    arrive: one more observation changes the subset by at most a point or two, and a
+    conditioned model moves no more than the data did.
+    """
+    n = X.shape[0]
+    if n <= m:
+        return torch.arange(n)
+    n_top = m // 2
+    order = torch.argsort(Y.squeeze(-1), descending=True, stable=True)
+    top, rest = order[:n_top], order[n_top:]
+    salt = (seed * 0x9E3779B1 + 0x7F4A7C15) % 2**32
+    priority = (rest * 2654435761 + salt) % 2**32  # Knuth's multiplicative hash
+    sample = rest[torch.argsort(priority, stable=True)[: m - n_top]]
+    return torch.sort(torch.cat([top, sample])).values
+
+
+def _fit(model: SingleTaskGP) -> float:
+    """Maximise the marginal likelihood (with priors); return its value per observation."""
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # BoTorch's own optimisation warnings; we check below
@@ -109,6 +139,24 @@ def _fit(model: SingleTaskGP) -> None:
     ls = model.covar_module.base_kernel.lengthscale
     if not torch.isfinite(ls).all():
         raise SurrogateFitError("lengthscale: fit produced non-finite lengthscales")
+    mll.train()
+    with torch.no_grad():
+        value = float(mll(model(*model.train_inputs), model.train_targets))
+    mll.eval()
+    if not math.isfinite(value):
+        raise SurrogateFitError("marginal likelihood: not finite after the fit")
+    return value
+
+
+def _prior_draw(model: SingleTaskGP, seed: int) -> None:
+    """Set ``model``'s lengthscales to a seeded draw from their prior (a fresh start)."""
+    base = model.covar_module.base_kernel
+    gen = torch.Generator().manual_seed(seed)
+    prior = base.lengthscale_prior
+    z = torch.randn(base.lengthscale.shape, generator=gen, dtype=torch.double)
+    draw = torch.exp(prior.loc + prior.scale * z).clamp(min=5e-2, max=1e2)
+    with torch.no_grad():
+        base.lengthscale = draw.to(base.lengthscale)
 
 
 def fit_gp(
@@ -116,6 +164,8 @@ def fit_gp(
     Y: Tensor,
     noise: str = "auto",
     previous: FittedModel | None = None,
+    full: bool = False,
+    seed: int = 0,
 ) -> FittedModel:
     """Fit a GP to ``n x d`` inputs in the unit cube and ``n x 1`` utilities.
 
@@ -124,6 +174,9 @@ def fit_gp(
         Y: ``n x 1`` finite utilities (larger is better).
         noise: ``"auto"`` or ``"deterministic"``.
         previous: the last fit, whose hyperparameters start this one (a warm start).
+        full: also start from the prior's mode and a ``seed``-ed prior draw, keeping the
+            start with the best marginal likelihood (a full multi-start refit).
+        seed: the prior draw's seed (a full refit is deterministic given it).
 
     Raises:
         SurrogateFitError: when no fit succeeds and there is nothing to fall back to.
@@ -136,17 +189,29 @@ def fit_gp(
         raise SurrogateFitError("Y: the GP only takes finite values")
     can_warm = previous is not None and previous.model.train_inputs[0].shape[-1] == X.shape[-1]
     errors: list[str] = []
-    for warm in [True, False] if can_warm else [False]:
+    starts = ["warm", "mode"] if can_warm else ["mode"]
+    if full:
+        starts.append("draw")
+    best: tuple[float, SingleTaskGP, bool] | None = None
+    for start in starts:
         model = _build(X, Y, noise)
-        if warm:
+        if start == "warm":
             assert previous is not None
             _copy_hypers(previous.model, model)
+        elif start == "draw":
+            _prior_draw(model, seed)
         try:
-            _fit(model)
-            model.eval()
-            return FittedModel(model=model, n=X.shape[0], warm=warm)
+            value = _fit(model)
         except Exception as exc:  # noqa: BLE001 - linear algebra and optimiser failures
             errors.append(f"{type(exc).__name__}: {exc}")
+            continue
+        if best is None or value > best[0]:
+            best = (value, model, start == "warm")
+        if not full:
+            break  # one successful start is enough between full refits
+    if best is not None:
+        best[1].eval()
+        return FittedModel(model=best[1], n=X.shape[0], warm=best[2])
     if previous is not None and can_warm:
         model = _build(X, Y, noise)
         _copy_hypers(previous.model, model)

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 import abo
 import abo.refit as refit_module
@@ -126,3 +127,26 @@ def test_refit_policy_is_validated() -> None:
         abo.create_study(SPACE, refit="sometimes")
     with pytest.raises(abo.AboError, match="max_staleness"):
         abo.create_study(SPACE, max_staleness=-1)
+
+
+def test_full_refits_come_at_a_geometric_schedule() -> None:
+    assert refit_module.full_refit_due(None, 5)  # the first fit is always full
+    due = [n for n in range(2, 1001) if refit_module.full_refit_due(n - 1, n)]
+    assert 25 <= len(due) <= 45  # about log(1000) / log(1.2) = 38, not one per observation
+    assert sum(1 for n in due if n > 500) <= 5  # rare once a fit is expensive
+    assert refit_module.full_refit_due(100, 200)  # a jump across several steps
+
+
+def test_above_max_exact_the_gp_sees_a_subset_and_asks_report_it() -> None:
+    study = abo.create_study(
+        SPACE, seed=5, n_initial=2, max_exact=20,
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+    )  # fmt: skip
+    gen = torch.Generator().manual_seed(0)
+    for x, y in torch.rand(40, 2, generator=gen, dtype=torch.double).tolist():
+        study.add({"x": x, "y": y}, _f({"x": x, "y": y}))
+    t = study.ask()
+    assert t.info["n_observations"] == 40 and t.info["fit_observations"] == 40
+    assert t.info["gp_points"] == 20
+    with pytest.raises(abo.AboError, match="max_exact"):
+        abo.create_study(SPACE, max_exact=3)

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from abo import SurrogateFitError
-from abo.surrogate import fit_gp
+from abo import SurrogateFitError, surrogate
+from abo.surrogate import fit_gp, subset
 
 
 def branin_like(X: torch.Tensor) -> torch.Tensor:
@@ -88,3 +88,49 @@ def test_warm_start_is_reported_and_only_when_dims_match() -> None:
     X3 = torch.rand(8, 3, generator=torch.Generator().manual_seed(7), dtype=torch.double)
     third = fit_gp(X3, X3.sum(-1, keepdim=True), previous=first)
     assert third.warm is False
+
+
+def test_subset_keeps_all_points_up_to_the_cap() -> None:
+    X, Y = data(30, seed=8)
+    assert torch.equal(subset(X, Y, m=30), torch.arange(30))
+
+
+def test_subset_keeps_the_best_half_and_a_seeded_sample_of_the_rest() -> None:
+    X, Y = data(200, seed=9)
+    idx = subset(X, Y, m=50, seed=1)
+    assert idx.numel() == 50 and torch.equal(idx, torch.sort(torch.unique(idx)).values)
+    best = torch.argsort(Y.squeeze(-1), descending=True)[:25]
+    assert set(best.tolist()) <= set(idx.tolist())  # every near-incumbent point stays
+    assert torch.equal(idx, subset(X, Y, m=50, seed=1))  # deterministic
+    assert not torch.equal(idx, subset(X, Y, m=50, seed=2))  # the sample depends on the seed
+
+
+def test_a_full_refit_tries_three_starts_keeps_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, Y = data(20, seed=10)
+    first = fit_gp(X, Y)
+    values: list[float] = []
+    real = surrogate._fit
+
+    def spy(model):
+        values.append(real(model))
+        return values[-1]
+
+    monkeypatch.setattr(surrogate, "_fit", spy)
+    X2, Y2 = data(24, seed=10)
+    quick = fit_gp(X2, Y2, previous=first)
+    assert len(values) == 1 and quick.warm  # between full refits: one warm start only
+    values.clear()
+    full = fit_gp(X2, Y2, previous=first, full=True, seed=4)
+    assert len(values) == 3  # warm, the prior's mode, a prior draw
+    best = max(range(3), key=values.__getitem__)
+    assert full.warm == (best == 0)
+    again = fit_gp(X2, Y2, previous=first, full=True, seed=4)
+    ls = full.model.covar_module.base_kernel.lengthscale
+    assert torch.allclose(ls, again.model.covar_module.base_kernel.lengthscale)
+
+
+def test_subset_is_stable_as_data_arrive() -> None:
+    X, Y = data(301, seed=11)
+    before = set(subset(X[:300], Y[:300], m=60).tolist())
+    after = set(subset(X, Y, m=60).tolist())
+    assert len(after - before) <= 2  # the newcomer and at most one it displaced

@@ -343,6 +343,8 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
             lease_seconds=body.lease_seconds,
             max_retries=body.max_retries,
             noise=body.noise,
+            max_staleness=body.max_staleness,
+            max_exact=body.max_exact,
         )
         return _study_out(state.remember(study))
 

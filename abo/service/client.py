@@ -174,6 +174,8 @@ class Client:
         lease_seconds: float = 24 * 3600.0,
         max_retries: int = 1,
         noise: str = "auto",
+        max_staleness: int = 20,
+        max_exact: int = 1000,
     ) -> RemoteStudy:
         """Create a study on the service (or load it with ``load_if_exists=True``)."""
         if not isinstance(space, Space):
@@ -189,6 +191,8 @@ class Client:
             "lease_seconds": lease_seconds,
             "max_retries": max_retries,
             "noise": noise,
+            "max_staleness": max_staleness,
+            "max_exact": max_exact,
         }
         response, retried = self._send("POST", "/studies", body, {})
         try:
