@@ -87,6 +87,9 @@ def parser() -> argparse.ArgumentParser:
     lat.add_argument("--repeats", type=int, default=5, help="asks timed per size")
     lat.add_argument("--cap", type=float, default=120.0, help="seconds per strategy and size")
     lat.add_argument("--seed", type=int, default=0)
+    lat.add_argument("--refit", choices=["sync", "background"], default="sync")
+    lat.add_argument("--max-staleness", type=int, default=20, help="with --refit background")
+    lat.add_argument("--setup", type=float, default=60.0, help="seconds allowed before asking")
     lat.set_defaults(func=_latency)
 
     util = sub.add_parser("utilization", help="study.optimize on a local Dask cluster")
