@@ -33,7 +33,7 @@ from botorch.utils.multi_objective.pareto import is_non_dominated
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.optimize import OptimizerBudget, latent_mean_std
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import sobol_points, thompson_points
 from abo.exceptions import AboError
@@ -75,12 +75,18 @@ def pareto_set(model: Model, candidates: Tensor) -> Tensor:
     """The members of ``n x d`` ``candidates`` whose (mean, std) no other candidate dominates.
 
     Both the posterior mean (utility) and the std are maximised; a constant observation noise
-    would not change the set, so the latent std is used.
+    would not change the set, so the latent std is used. On an exact GP both come from one
+    matrix product on the standardised scale (``latent_mean_std``), whose affine map to the
+    utility scale leaves the set unchanged.
     """
-    with torch.no_grad():
-        post = model.posterior(candidates.unsqueeze(-2))
-        mean = post.mean.reshape(-1)
-        std = post.variance.reshape(-1).clamp_min(0).sqrt()
+    fast = latent_mean_std(model, candidates)
+    if fast is not None:
+        mean, std = fast
+    else:
+        with torch.no_grad():
+            post = model.posterior(candidates.unsqueeze(-2))
+            mean = post.mean.reshape(-1)
+            std = post.variance.reshape(-1).clamp_min(0).sqrt()
     mask = is_non_dominated(torch.stack([mean, std], dim=-1), deduplicate=True)
     return candidates[mask]
 

@@ -29,13 +29,12 @@ from botorch.acquisition import AcquisitionFunction
 from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from botorch.utils.transforms import t_batch_mode_transform
-from gpytorch.models import ExactGP
 from scipy.optimize import minimize
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
+from abo.acquisitions.optimize import OptimizerBudget, greedy_batch, latent_mean
 from abo.acquisitions.seeded import seeded_maximize
 from abo.exceptions import AboError
 from abo.registry import register_strategy
@@ -112,35 +111,6 @@ def standardize_utility(model: Model, y: Tensor) -> Tensor:
 
 # -- Lipschitz constants ------------------------------------------------------------------------
 _LIPSCHITZ_CACHE: weakref.WeakKeyDictionary[Model, dict[tuple, float]] = weakref.WeakKeyDictionary()
-
-
-def latent_mean(model: Model, X: Tensor) -> Tensor | None:
-    """Standardised posterior mean at ``k x d`` points without the posterior variance.
-
-    For a single-output exact GP whose outcome transform is ``Standardize`` (or none), the
-    standardised mean is the latent mean ``m(x) + k(x, X_train) K^-1 (y - m)``: one kernel
-    row per point against the cached ``K^-1 (y - m)``. ``model.posterior`` would also solve
-    for every point's variance (``O(n^2)`` each), which the Lipschitz search never uses.
-    Returns ``None`` for any other model (the caller then uses ``model.posterior``).
-    """
-    tf = getattr(model, "outcome_transform", None)
-    if (
-        not isinstance(model, ExactGP)
-        or model.num_outputs != 1
-        or getattr(model, "batch_shape", None) != torch.Size([])
-        or (tf is not None and not isinstance(tf, Standardize))
-    ):
-        return None
-    if model.training or model.prediction_strategy is None:
-        with torch.no_grad():
-            model.posterior(X[:1].detach())  # evaluation mode and the prediction caches
-    alpha = model.prediction_strategy.mean_cache
-    train = model.train_inputs[0]
-    if alpha.dim() != 1 or train.dim() != 2:
-        return None
-    Xt = model.transform_inputs(X)
-    cross = model.covar_module(Xt, train).to_dense()  # k x n
-    return model.mean_module(Xt) + cross @ alpha.detach().to(cross)
 
 
 def _grad_norm(model: Model, X: Tensor, create_graph: bool = False) -> Tensor:

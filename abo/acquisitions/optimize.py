@@ -1,4 +1,4 @@
-"""Acquisition optimisation shared by the model-based strategies.
+"""Acquisition optimisation (and fast posterior pieces) shared by the model-based strategies.
 
 Quasi-random raw samples pick the starting points of a few L-BFGS-B searches (BoTorch's
 ``optimize_acqf``); one extra start sits at the best observed point, where the optimum of an
@@ -13,8 +13,11 @@ from dataclasses import dataclass
 
 import torch
 from botorch.acquisition import AcquisitionFunction
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
 from botorch.optim import optimize_acqf
 from botorch.optim.initializers import gen_batch_initial_conditions
+from gpytorch.models import ExactGP
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
@@ -71,6 +74,64 @@ def maximize(
         retry_on_optimization_warning=False,
     )
     return X.detach(), float(value.max())
+
+
+def _exact_gp_ready(model: Model, X: Tensor) -> bool:
+    """Whether ``model`` is a plain single-output exact GP, with its prediction caches built.
+
+    Its outcome transform must be ``Standardize`` or none, so that the latent GP is the
+    model on its standardised scale.
+    """
+    tf = getattr(model, "outcome_transform", None)
+    if (
+        not isinstance(model, ExactGP)
+        or model.num_outputs != 1
+        or getattr(model, "batch_shape", None) != torch.Size([])
+        or (tf is not None and not isinstance(tf, Standardize))
+        or model.train_inputs[0].dim() != 2
+    ):
+        return False
+    if model.training or model.prediction_strategy is None:
+        with torch.no_grad():
+            model.posterior(X[:1].detach())  # evaluation mode and the prediction caches
+    return model.prediction_strategy.mean_cache.dim() == 1
+
+
+def latent_mean(model: Model, X: Tensor) -> Tensor | None:
+    """Standardised posterior mean at ``k x d`` points, without any posterior variance.
+
+    For a single-output exact GP (``Standardize`` or no outcome transform) it is the latent
+    mean ``m(x) + k(x, X_train) K^-1 (y - m)``: one kernel row per point against the cached
+    ``K^-1 (y - m)``, differentiable in ``X``. ``model.posterior`` would also solve for every
+    point's variance (``O(n^2)`` each). ``None`` for any other model: use ``model.posterior``.
+    """
+    if not _exact_gp_ready(model, X):
+        return None
+    Xt = model.transform_inputs(X)
+    cross = model.covar_module(Xt, model.train_inputs[0]).to_dense()  # k x n
+    alpha = model.prediction_strategy.mean_cache.detach().to(cross)
+    return model.mean_module(Xt) + cross @ alpha
+
+
+def latent_mean_std(model: Model, X: Tensor) -> tuple[Tensor, Tensor] | None:
+    """Marginal latent mean and std at ``k x d`` points in one matrix product (no gradients).
+
+    The standardised-scale posterior of ``latent_mean``'s models: ``var = k(x, x) - ||k(x,
+    X_train) R||^2`` with ``R R^T = K^-1`` the GP's cached root, the same numbers as
+    ``model.posterior`` without its per-point batch overhead. ``None`` for other models.
+    """
+    with torch.no_grad():
+        if not _exact_gp_ready(model, X):
+            return None
+        Xt = model.transform_inputs(X)
+        cross = model.covar_module(Xt, model.train_inputs[0]).to_dense()
+        strategy = model.prediction_strategy
+        root = strategy.covar_cache
+        root = root.to_dense() if hasattr(root, "to_dense") else root
+        mean = model.mean_module(Xt) + cross @ strategy.mean_cache.to(cross)
+        prior = model.covar_module(Xt, diag=True)
+        var = prior - (cross @ root.to(cross)).pow(2).sum(-1)
+        return mean, var.clamp_min(0).sqrt()
 
 
 Maximizer = Callable[[AcquisitionFunction, ProposalContext, OptimizerBudget], tuple[Tensor, float]]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from botorch.models.deterministic import GenericDeterministicModel
 from strategy_helpers import PEAK, make_ctx, peaked_data
 
 import abo
@@ -17,11 +16,9 @@ from abo.acquisitions.local_penalization import (
     estimate_lipschitz,
     hlp_penalizer,
     kernel_lengthscale,
-    latent_mean,
     log_hlp_penalizer,
     log_lp_penalizer,
     lp_penalizer,
-    standardized_posterior,
 )
 from abo.acquisitions.optimize import OptimizerBudget, maximize
 from abo.surrogate import fit_gp
@@ -136,19 +133,3 @@ def test_bad_options_are_rejected_by_name() -> None:
         abo.create_study(space, strategy="playbook", strategy_options={"kappa": -1})
     with pytest.raises(abo.AboError, match="penalizer"):
         LocallyPenalizedAcquisition(None, 0.0, torch.zeros(0, 1), UNIT2[:, :1], penalizer="x")
-
-
-def test_latent_mean_is_the_standardised_posterior_mean_with_its_gradient(peaked) -> None:
-    model, _, _ = peaked
-    pts = torch.quasirandom.SobolEngine(2, scramble=True, seed=5).draw(64, dtype=torch.double)
-    fast_x = pts.clone().requires_grad_(True)
-    slow_x = pts.clone().requires_grad_(True)
-    fast = latent_mean(model, fast_x)
-    slow, _ = standardized_posterior(model, slow_x)
-    assert fast is not None
-    assert torch.allclose(fast, slow, atol=1e-9, rtol=0)
-    (g_fast,) = torch.autograd.grad(fast.sum(), fast_x)
-    (g_slow,) = torch.autograd.grad(slow.sum(), slow_x)
-    assert torch.allclose(g_fast, g_slow, atol=1e-7, rtol=0)
-    assert g_slow.norm(dim=-1).max() > 0.1  # a mean with a real slope was compared
-    assert latent_mean(GenericDeterministicModel(lambda x: x.sum(-1, keepdim=True)), pts) is None

@@ -1,0 +1,48 @@
+"""The fast posterior pieces shared by the strategies agree with ``model.posterior``."""
+
+from __future__ import annotations
+
+import torch
+from botorch.models.deterministic import GenericDeterministicModel
+from strategy_helpers import peaked_data
+
+from abo.acquisitions.local_penalization import standardized_posterior
+from abo.acquisitions.optimize import latent_mean, latent_mean_std
+from abo.surrogate import fit_gp
+
+
+def _points(n: int = 64) -> torch.Tensor:
+    return torch.quasirandom.SobolEngine(2, scramble=True, seed=5).draw(n, dtype=torch.double)
+
+
+def test_latent_mean_is_the_standardised_posterior_mean_with_its_gradient(peaked) -> None:
+    model, _, _ = peaked
+    fast_x = _points().requires_grad_(True)
+    slow_x = _points().requires_grad_(True)
+    fast = latent_mean(model, fast_x)
+    slow, _ = standardized_posterior(model, slow_x)
+    assert fast is not None
+    assert torch.allclose(fast, slow, atol=1e-9, rtol=0)
+    (g_fast,) = torch.autograd.grad(fast.sum(), fast_x)
+    (g_slow,) = torch.autograd.grad(slow.sum(), slow_x)
+    assert torch.allclose(g_fast, g_slow, atol=1e-7, rtol=0)
+    assert g_slow.norm(dim=-1).max() > 0.1  # a mean with a real slope was compared
+
+
+def test_latent_mean_std_is_the_standardised_marginal_posterior() -> None:
+
+    X, Y = peaked_data(n=12, seed=1)
+    model = fit_gp(X, Y).model  # learned noise: the latent std excludes it
+    fast = latent_mean_std(model, _points(256))
+    with torch.no_grad():
+        mean, std = standardized_posterior(model, _points(256))
+    assert fast is not None
+    assert torch.allclose(fast[0], mean, atol=1e-9, rtol=0)
+    assert torch.allclose(fast[1], std, atol=1e-7, rtol=0)
+    assert std.max() > 3 * std.min()  # near data and far from it were both compared
+
+
+def test_models_other_than_an_exact_gp_get_none() -> None:
+    model = GenericDeterministicModel(lambda x: x.sum(-1, keepdim=True))
+    assert latent_mean(model, _points()) is None
+    assert latent_mean_std(model, _points()) is None
