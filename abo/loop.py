@@ -17,7 +17,15 @@ What it promises:
   what finished, mark the rest ``lost`` (a resume retries them) and return with a summary;
 * a resumed study: running trials left by a dead driver on this host are marked ``lost`` at
   start (their driver process is gone); those of a driver elsewhere expire with their lease,
-  which this loop renews for its own trials by heartbeat.
+  which this loop renews for its own trials by heartbeat;
+* ``lookahead > 0``: proposals are made ahead, in a thread of their own, so a worker that
+  frees up gets a waiting trial at once instead of waiting for a fit and an acquisition
+  search. The thread keeps ``lookahead`` trials ready beyond the free workers; each was
+  proposed with every running and ready trial as a busy point, but without the results that
+  arrived while it waited. That trade (a little staleness for no idle workers) pays when
+  proposals take a noticeable share of an evaluation's time divided by the workers; with it
+  proposals depend on timing, so runs are not reproducible. Trials still ready when the run
+  stops are marked ``lost`` (a resume re-queues them).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -196,6 +205,80 @@ def _signals(stop: _Stop, grace: float) -> Iterator[None]:
             signal.signal(s, h)
 
 
+class _Asker:
+    """Keeps proposals ready ahead of the free workers, asking in a background thread."""
+
+    def __init__(
+        self, study: Study, workers: int, lookahead: int, n_trials: int, info: dict[str, Any]
+    ) -> None:
+        self.study, self.workers, self.lookahead = study, workers, lookahead
+        self.n_trials, self.info = n_trials, info
+        self.cond = threading.Condition()
+        self.ready: deque[Trial] = deque()
+        self.inflight = 0
+        self.finished = 0
+        self.halted = False
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="abo-asker", daemon=False)
+        self.thread.start()
+
+    def _deficit(self) -> int:
+        """How many more trials to ask for now (caller holds ``cond``)."""
+        room = self.workers + self.lookahead - self.inflight - len(self.ready)
+        budget = self.n_trials - self.finished - self.inflight - len(self.ready)
+        return min(room, budget)
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.halted and self._deficit() <= 0:
+                    self.cond.wait()
+                if self.halted:
+                    return
+                want = self._deficit()
+            try:
+                trials = self.study.ask_batch(want, n_workers=self.workers, info=self.info)
+            except BaseException as exc:  # noqa: BLE001 - handed to the driver, raised there
+                with self.cond:
+                    self.error = exc
+                    self.cond.notify_all()
+                return
+            with self.cond:
+                self.ready.extend(trials)
+                self.cond.notify_all()
+
+    def take(self, free: int, inflight: int, finished: int) -> list[Trial]:
+        """Up to ``free`` ready trials for the free workers (and update the counts)."""
+        with self.cond:
+            if self.error is not None:
+                raise self.error
+            out = [self.ready.popleft() for _ in range(min(max(0, free), len(self.ready)))]
+            self.inflight = inflight + len(out)
+            self.finished = finished
+            self.cond.notify_all()
+            return out
+
+    def wait_ready(self, timeout: float) -> None:
+        """Block until a trial is ready, the thread failed, or ``timeout`` passed."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.ready or self.error is not None, timeout)
+
+    def halt(self) -> None:
+        """Ask for nothing more (a running ask finishes)."""
+        with self.cond:
+            self.halted = True
+            self.cond.notify_all()
+
+    def close(self) -> list[Trial]:
+        """Stop the thread; the trials that were asked but never taken."""
+        self.halt()
+        self.thread.join()
+        with self.cond:
+            left = list(self.ready)
+            self.ready.clear()
+            return left
+
+
 def _record(study: Study, trial: Trial, report: dict[str, Any], result: OptimizeResult) -> Trial:
     """Tell, fail or lose the trial from a worker's report; return the stored trial."""
     info = {k: report[k] for k in ("worker", "started", "finished") if k in report}
@@ -228,14 +311,20 @@ def run(
     trial_timeout: float | None = None,
     guard: FailureGuard | None = FailureGuard(),
     grace: float = 30.0,
+    lookahead: int = 0,
 ) -> OptimizeResult:
     """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``).
+
+    ``lookahead > 0`` proposes in a background thread, keeping that many trials ready beyond
+    the free workers (see the module's notes).
 
     Raises:
         FailureRateExceeded: the failure guard stopped the run (after draining it).
     """
     if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
         raise AboError(f"n_trials: expected a positive integer, got {n_trials!r}")
+    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
+        raise AboError(f"lookahead: expected a non-negative integer, got {lookahead!r}")
     if trial_timeout is not None and not trial_timeout > 0:
         raise AboError(f"trial_timeout: expected a positive number, got {trial_timeout!r}")
     own = executor is None
@@ -258,23 +347,39 @@ def run(
     reclaimed = reclaim_orphans(study)
     if reclaimed:
         log.warning("marked %d trials of a dead driver lost", len(reclaimed))
+    asker: _Asker | None = None
     try:
+        if lookahead:
+            asker = _Asker(study, workers, lookahead, n_trials, {"driver": tag})
         with _signals(stop, grace):
             while True:
                 now = time.time()
                 if timeout is not None and now - start > timeout and stop.reason is None:
                     stop.request("timeout", grace)
                 want = min(workers - len(inflight), n_trials - finished - len(inflight))
+                if asker is not None and stop.reason is not None:
+                    asker.halt()
                 if want > 0 and stop.reason is None:
-                    for trial in study.ask_batch(want, n_workers=workers, info={"driver": tag}):
+                    if asker is None:
+                        new = study.ask_batch(want, n_workers=workers, info={"driver": tag})
+                    else:
+                        new = asker.take(want, len(inflight), finished)
+                    for trial in new:
                         future = _submit(executor, study, objective, trial)
                         inflight[future] = (trial, time.time())
                         result.trial_ids.append(trial.id)
+                elif asker is not None:
+                    asker.take(0, len(inflight), finished)  # keep its counts current
                 if not inflight:
-                    break
+                    if asker is None or stop.reason is not None or want <= 0:
+                        break
+                    asker.wait_ready(0.5)  # nothing running yet: wait for the first proposals
+                    continue
                 if stop.hard or (stop.deadline is not None and time.time() > stop.deadline):
                     break
-                for future in executor.wait(list(inflight), timeout=0.5):
+                # with free workers and proposals on their way, look again soon
+                poll = 0.02 if asker is not None and want > 0 else 0.5
+                for future in executor.wait(list(inflight), timeout=poll):
                     trial, _ = inflight.pop(future)
                     stored = _record(study, trial, _outcome(executor, future, trial), result)
                     finished += _count(study, stored, result, callback)
@@ -297,6 +402,12 @@ def run(
                             pass
     finally:
         result.elapsed = time.time() - start
+        for trial in asker.close() if asker is not None else []:
+            try:  # asked ahead but never submitted: a resume re-queues it
+                stored = study.lose(trial.id, "driver stopped before the trial was submitted")
+                result.n_lost += stored.state is TrialState.LOST
+            except AboError:
+                pass
         for future, (trial, _) in inflight.items():
             executor.cancel(future)
             try:

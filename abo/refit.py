@@ -12,7 +12,12 @@ Two policies, chosen per study (``create_study(..., refit=...)``) or per process
   proposes at once, while one background thread refits the hyperparameters on a snapshot of
   the data. At most one refit runs at a time, and no proposal uses hyperparameters that lag
   the data by more than ``max_staleness`` observations (the ask then waits for a fresh fit).
-  Proposals depend on timing, so this mode trades reproducibility for latency.
+  A refit starts once the data have grown by ``refit_step`` (one observation while fits are
+  cheap, 5 % of the data beyond 40). Proposals depend on timing, so this mode trades
+  reproducibility for latency.
+
+Both policies make a full multi-start refit when the data have grown by 20 % since the last
+fit (``full_refit_due``), and both fit at most ``max_exact`` observations (``abo.surrogate``).
 """
 
 from __future__ import annotations
@@ -79,6 +84,16 @@ def condition(X: Tensor, Y: Tensor, noise: str, hypers: Mapping[str, list[float]
 class _Fit:
     fitted: FittedModel
     key: tuple[int, ...]
+
+
+def refit_step(n: int) -> int:
+    """New observations that make a background refit worth starting after a fit on ``n``.
+
+    One while fits are cheap; 5 % of the data once they are not, so a refit thread does not
+    occupy a core for good in a fast study (the conditioned model uses every observation
+    regardless; only the hyperparameters wait).
+    """
+    return max(1, n // 20)
 
 
 class ModelManager:
@@ -178,7 +193,8 @@ class ModelManager:
                     self._latest = _Fit(fitted, key)
                 return fitted, fitted.n
         assert latest is not None
-        self._start_refit(key, X, Y)
+        if X.shape[0] - latest.fitted.n >= refit_step(latest.fitted.n):
+            self._start_refit(key, X, Y)
         hypers = export_hypers(latest.fitted.model)
         return self._condition(X, Y, hypers), latest.fitted.n
 

@@ -480,7 +480,9 @@ class Study:
             callback: called with ``(study, trial)`` after each finished trial.
             timeout: stop submitting after this many seconds.
             **options: ``trial_timeout``, ``guard`` (``abo.loop.FailureGuard`` or ``None``),
-                ``grace`` (seconds to wait for running trials when stopped).
+                ``grace`` (seconds to wait for running trials when stopped), ``lookahead``
+                (trials proposed ahead in a background thread, so a freed worker never waits
+                for a proposal; pair it with ``refit="background"`` for large studies).
         """
         from abo.loop import run
 

@@ -129,3 +129,47 @@ def test_retryable_failure_is_lost_and_retried_once() -> None:
 def test_bad_budget_is_rejected() -> None:
     with pytest.raises(abo.AboError, match="n_trials"):
         run(_study(), lambda p: 0.0, n_trials=0, executor=ThreadExecutor(1))
+
+
+def test_lookahead_keeps_trials_ready_and_asks_no_more_than_the_budget() -> None:
+    lock = threading.Lock()
+    active, peak = [0], [0]
+
+    def objective(p: dict) -> float:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.05)
+        with lock:
+            active[0] -= 1
+        return p["x"]
+
+    study = abo.create_study(SPACE, strategy="thompson", seed=4, n_initial=4)
+    with ThreadExecutor(3) as ex:
+        result = study.optimize(objective, n_trials=14, executor=ex, lookahead=2)
+    assert result.n_done == 14 and result.n_lost == 0
+    assert len(study) == 14  # proposals ahead never overshoot the budget
+    assert all(t.state is TrialState.DONE for t in study.trials)
+    assert peak[0] == 3  # never more workers than asked for, and all of them used
+    assert any(t.info.get("strategy") == "thompson" for t in study.trials)
+
+
+def test_lookahead_trials_never_submitted_are_lost_when_the_run_stops() -> None:
+    study = _study()
+    with ThreadExecutor(2) as ex:
+        result = study.optimize(
+            lambda p: time.sleep(0.2) or p["x"], n_trials=100, executor=ex, timeout=0.5,
+            lookahead=3, grace=5.0,
+        )  # fmt: skip
+    assert result.stopped == "timeout" and result.n_done < 100
+    assert not study.pending  # nothing is left running
+    unsent = [
+        t for t in study.trials if "never" in (t.reason or "") or "submitted" in (t.reason or "")
+    ]
+    assert unsent and all(t.state is TrialState.LOST for t in unsent)
+    assert result.n_done == sum(t.state is TrialState.DONE for t in study.trials)
+
+
+def test_bad_lookahead_is_rejected() -> None:
+    with pytest.raises(abo.AboError, match="lookahead"):
+        run(_study(), lambda p: 0.0, n_trials=1, executor=ThreadExecutor(1), lookahead=-1)

@@ -150,3 +150,7 @@ def test_above_max_exact_the_gp_sees_a_subset_and_asks_report_it() -> None:
     assert t.info["gp_points"] == 20
     with pytest.raises(abo.AboError, match="max_exact"):
         abo.create_study(SPACE, max_exact=3)
+
+
+def test_background_refits_start_every_observation_early_and_every_5_percent_later() -> None:
+    assert [refit_module.refit_step(n) for n in (5, 39, 40, 200, 1000)] == [1, 1, 2, 10, 50]
