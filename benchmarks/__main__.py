@@ -97,6 +97,9 @@ def parser() -> argparse.ArgumentParser:
     util.add_argument("--workers", type=int, default=32)
     util.add_argument("--strategy", default="qlognei")
     util.add_argument("--seed", type=int, default=0)
+    util.add_argument("--refit", choices=["sync", "background"], default="sync")
+    util.add_argument("--max-staleness", type=int, default=20)
+    util.add_argument("--lookahead", type=int, default=0, help="trials proposed ahead")
     util.set_defaults(func=_utilization)
     return top
 

@@ -10,9 +10,15 @@ quadratic; the driver proposes with ``--strategy``. Reported:
   makespan: the share of worker time spent waiting for a proposal;
 * driver busy: the share of the makespan the driver spent fitting and proposing (near 1 means
   proposals, not evaluations, set the pace);
-* what remains idle (1 - utilization - wait): dispatch overhead and the tail of the run.
+* what remains idle (1 - utilization - wait): dispatch overhead and the tail of the run;
+* late utilization: the same ratio over the last fifth of the run before its drain (from the
+  start of trial ``0.8 * trials`` to the start of the last trial): the steady state once the
+  study holds that many observations, without the ramp-up or the final tail, when no
+  new trial may start by design.
 
     python -m benchmarks utilization --trials 200 --workers 32
+    python -m benchmarks utilization --trials 1000 --workers 32 --strategy thompson \
+        --refit background --max-staleness 1000 --lookahead 8
 """
 
 from __future__ import annotations
@@ -60,11 +66,40 @@ def waiting_worker_seconds(trials: Sequence[Any], workers: int, steps: int = 20_
     return float(np.sum(idle * proposing) * (end - start) / steps)
 
 
+def window_utilization(trials: Sequence[Any], workers: int, start: float, end: float) -> float:
+    """Busy worker-seconds inside ``[start, end]`` over ``workers x (end - start)``."""
+    if end <= start:
+        return float("nan")
+    busy = 0.0
+    for t in trials:
+        a, b = t.info.get("started"), t.info.get("finished")
+        if a is None or b is None:
+            continue
+        busy += max(0.0, min(b, end) - max(a, start))
+    return busy / (workers * (end - start))
+
+
+def late_window(trials: Sequence[Any]) -> tuple[float, float]:
+    """From the start of the trial at 80 % of the run to the start of the last trial."""
+    starts = sorted(t.info["started"] for t in trials if "started" in t.info)
+    if len(starts) < 5:
+        return (0.0, 0.0)
+    return starts[int(0.8 * (len(starts) - 1))], starts[-1]
+
+
 def _warm_up() -> None:
     import abo.loop  # noqa: F401 - the evaluation wrapper unpickles into abo (and torch)
 
 
-def measure(trials: int, workers: int, strategy: str, seed: int) -> dict[str, float]:
+def measure(
+    trials: int,
+    workers: int,
+    strategy: str,
+    seed: int,
+    refit: str = "sync",
+    max_staleness: int = 20,
+    lookahead: int = 0,
+) -> dict[str, float]:
     """Run one study on a fresh local cluster; its utilization and proposal-wait fraction."""
     import warnings
 
@@ -73,16 +108,21 @@ def measure(trials: int, workers: int, strategy: str, seed: int) -> dict[str, fl
 
     warnings.simplefilter("ignore")
     space = abo.Space({f"x{i}": abo.Float(0.0, 1.0) for i in range(DIM)})
-    study = abo.create_study(space, strategy=strategy, seed=seed)
+    study = abo.create_study(
+        space, strategy=strategy, seed=seed, refit=refit, max_staleness=max_staleness
+    )
     executor = DaskExecutor(n_workers=workers)
     executor.client.wait_for_workers(workers)
     executor.client.run(_warm_up)  # imports on every worker now, not inside the measured run
     try:
-        result = study.optimize(sleepy_objective, n_trials=trials, executor=executor)
+        result = study.optimize(
+            sleepy_objective, n_trials=trials, executor=executor, lookahead=lookahead
+        )
     finally:
         executor.close()
     trials = study.trials
     proposing = sum(float(t.info.get("proposal_seconds", 0.0)) for t in trials)
+    late = window_utilization(trials, result.n_workers, *late_window(trials))
     capacity = result.n_workers * result.elapsed
     return {
         "trials": result.n_done,
@@ -94,6 +134,7 @@ def measure(trials: int, workers: int, strategy: str, seed: int) -> dict[str, fl
         else 0.0,
         "driver_busy": proposing / result.elapsed if result.elapsed else 0.0,
         "proposing_s": proposing,
+        "late_utilization": late,
         "best": float(result.best.value) if result.best else float("nan"),
     }
 
@@ -102,22 +143,26 @@ def main(args: argparse.Namespace) -> int:
     """Print the measurement as a Markdown table."""
     from benchmarks.gp_vs_optuna import machine
 
-    m = measure(args.trials, args.workers, args.strategy, args.seed)
+    m = measure(
+        args.trials, args.workers, args.strategy, args.seed,
+        args.refit, args.max_staleness, args.lookahead,
+    )  # fmt: skip
     print(
-        f"`study.optimize`, strategy {args.strategy}, local Dask cluster "
+        f"`study.optimize`, strategy {args.strategy}, refit={args.refit} (max_staleness "
+        f"{args.max_staleness}), lookahead {args.lookahead}, local Dask cluster "
         f"({m['workers']} worker processes), objective sleeping 0.5-2 s."
     )
     print()
     print(
-        "| trials | workers | makespan s | utilization | proposal wait | other idle "
-        "| driver busy | s / proposal |"
+        "| trials | workers | makespan s | utilization | late utilization | proposal wait "
+        "| other idle | driver busy | s / proposal |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     other = max(0.0, 1.0 - m["utilization"] - m["proposal_wait"])
     print(
         f"| {m['trials']} | {m['workers']} | {m['makespan_s']:.1f} | {m['utilization']:.3f} | "
-        f"{m['proposal_wait']:.3f} | {other:.3f} | {m['driver_busy']:.3f} | "
-        f"{m['proposing_s'] / max(1, m['trials']):.2f} |"
+        f"{m['late_utilization']:.3f} | {m['proposal_wait']:.3f} | {other:.3f} | "
+        f"{m['driver_busy']:.3f} | {m['proposing_s'] / max(1, m['trials']):.3f} |"
     )
     print()
     print(f"Machine: {machine()}.")

@@ -165,3 +165,19 @@ def test_waiting_worker_seconds_counts_idle_workers_while_proposing() -> None:
     # proposing [0, 1) with both workers idle, then [1, 2) with one busy on the first trial
     waited = waiting_worker_seconds([trial(1, 1.0, 3.0), trial(2, 2.0, 4.0)], workers=2)
     assert waited == pytest.approx(3.0, rel=1e-3)
+
+
+def test_late_window_utilization_counts_busy_seconds_inside_the_window() -> None:
+    from abo.trial import Trial, TrialState
+    from benchmarks.loop_utilization import late_window, window_utilization
+
+    def trial(i: int, started: float, finished: float) -> Trial:
+        return Trial(i, "s", {}, TrialState.DONE, 0.0,
+                     info={"started": started, "finished": finished})  # fmt: skip
+
+    # two workers: one busy all along, the other idle for [4, 6)
+    trials = [trial(0, 0, 10), trial(1, 0, 4), trial(2, 6, 10)]
+    assert window_utilization(trials, 2, 0.0, 10.0) == pytest.approx(0.9)
+    assert window_utilization(trials, 2, 4.0, 6.0) == pytest.approx(0.5)
+    many = [trial(i, float(i), float(i) + 1) for i in range(11)]
+    assert late_window(many) == (8.0, 10.0)
