@@ -69,9 +69,10 @@ FIELDS = ("fit", "ask", "rmse", "nlpd", "regret")
 
 
 def _predict(model, X: Tensor) -> tuple[Tensor, Tensor]:
+    """Marginal mean and variance at ``X`` (as ``b x 1 x d``: an acquisition's batches)."""
     with torch.no_grad():
-        post = model.posterior(X)
-        return post.mean.squeeze(-1), post.variance.squeeze(-1).clamp_min(1e-12)
+        post = model.posterior(X.unsqueeze(-2))
+        return post.mean.reshape(-1), post.variance.reshape(-1).clamp_min(1e-12)
 
 
 def score(model, X: Tensor, Y: Tensor, test: tuple[Tensor, Tensor], seed: int) -> tuple:
