@@ -5,12 +5,12 @@
 For every seed and method a fresh in-memory study runs ``--trials`` training runs, two at a time
 on one shared local Dask cluster (the failure-rate guard is off: a comparison needs the full
 budget). A method is an abo strategy (``qlognei``, ``random``, ...), optionally with ``+penalty``:
-diverged runs are then told as ``--diverged-value`` instead of failed (abo's model ignores failed
-trials; a told value teaches it where training blows up). All methods of a seed start from the
-same ``--n-initial`` scrambled Sobol points. Prints Markdown tables: the median over seeds of the
-best validation loss (and the accuracy of that trial) after 10, 20, ... trials; every trial pooled
-by variant; and the best configuration found. Training runs are noisy (thread scheduling), so
-read medians, not one seed.
+diverged runs are then told as ``--diverged-value`` instead of failed (abo's model places a
+failed trial at the worst loss observed so far; the penalty is a fixed value instead). All
+methods of a seed start from the same ``--n-initial`` scrambled Sobol points. Prints Markdown
+tables: the median over seeds of the best validation loss (and the accuracy of that trial) after
+10, 20, ... trials; every trial pooled by variant; and the best configuration found. Training
+runs are noisy (thread scheduling), so read medians, not one seed.
 """
 
 from __future__ import annotations

@@ -37,9 +37,10 @@ SPACE = abo.Space(
 class Objective:
     """``train`` with a fixed epoch budget: a picklable callable for the Dask workers.
 
-    A diverged run raises, so abo marks its trial ``failed`` — and abo's model never sees failed
-    trials. With ``diverged_value`` the run is told as that (bad, finite) value instead, with
-    ``{"diverged": reason}`` in its metadata, so the surrogate learns where training blows up.
+    A diverged run raises, so abo marks its trial ``failed`` (its model places a failed trial at
+    the worst loss observed so far). With ``diverged_value`` the run is told as that (bad,
+    finite) value instead, with ``{"diverged": reason}`` in its metadata: a fixed penalty the
+    user chooses rather than one that moves with the data.
     """
 
     def __init__(self, epochs: int, diverged_value: float | None = None) -> None:
