@@ -545,8 +545,9 @@ def create_study(
         max_retries: how often a lost trial's parameters are retried.
         noise: ``"auto"`` (learned) or ``"deterministic"`` (interpolate the data).
         strategy_options: keyword arguments for the strategy.
-        refit: ``"sync"`` (refit before each proposal: reproducible) or ``"background"``
-            (asks never wait for a fit; see ``abo.refit``).
+        refit: ``"sync"`` (refit before each proposal: reproducible), ``"background"``
+            (asks never wait for a fit) or ``"full"`` (a multi-start refit before each
+            proposal: slowest); see ``abo.refit``.
         max_staleness: with ``refit="background"``, the most observations the proposing
             hyperparameters may lag behind the data.
         max_exact: the most observations the GP is fitted on; above it the GP keeps the best

@@ -39,7 +39,7 @@ def _run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from benchmarks.report import write_report
 
-    print(write_report(args.results, args.out, title=args.title, seeds=args.seeds))
+    print(write_report(args.results, args.out, title=args.title, seeds=args.seeds, bar=args.bar))
     return 0
 
 
@@ -53,6 +53,12 @@ def _utilization(args: argparse.Namespace) -> int:
     from benchmarks.loop_utilization import main as utilization_main
 
     return utilization_main(args)
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from benchmarks.memory import main as memory_main
+
+    return memory_main(args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -79,6 +85,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", required=True, help="folder for report.md and the PNGs")
     rep.add_argument("--title", default="Benchmark results")
     rep.add_argument("--seeds", type=int, default=None, help="only seeds 0..N-1")
+    rep.add_argument("--bar", default="optuna-gp", help="the method the others are tested against")
     rep.set_defaults(func=_report)
 
     lat = sub.add_parser("latency", help="Study.ask() seconds against the number of observations")
@@ -101,6 +108,15 @@ def parser() -> argparse.ArgumentParser:
     util.add_argument("--max-staleness", type=int, default=20)
     util.add_argument("--lookahead", type=int, default=0, help="trials proposed ahead")
     util.set_defaults(func=_utilization)
+
+    mem = sub.add_parser("memory", help="peak RSS of `abo serve` holding one large study")
+    mem.add_argument("--observations", type=int, default=5000)
+    mem.add_argument("--dim", type=int, default=10)
+    mem.add_argument("--asks", type=int, default=20, help="timed ask/tell cycles")
+    mem.add_argument("--strategy", default="thompson")
+    mem.add_argument("--max-exact", type=int, default=1000, help="passed to the study")
+    mem.add_argument("--seed", type=int, default=0)
+    mem.set_defaults(func=_memory)
     return top
 
 

@@ -187,7 +187,8 @@ def suite_cells(
     from benchmarks.methods import all_methods
 
     specs = all_methods()
-    names = list(methods or suite.methods or specs)
+    default = [name for name in specs if "+" not in name]  # refit variants: only by name
+    names = list(methods or suite.methods or default)
     for name in names:
         method_spec(name)
     for problem in problems or ():

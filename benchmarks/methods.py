@@ -8,7 +8,11 @@
   the earlier ones as pending) proposed only when all ``k`` workers are free;
 * ``optuna-gp`` / ``optuna-tpe``: Optuna's ``GPSampler`` (conditions on running trials) and
   ``TPESampler(constant_liar=True, multivariate=True)``, asked whenever a worker is free with
-  the running trials left RUNNING in the Optuna study.
+  the running trials left RUNNING in the Optuna study;
+* ``<strategy>+full`` / ``<strategy>+bg`` for ``playbook``, ``thompson`` and ``aegis``: the
+  strategy with a full multi-start refit before every ask (``refit="full"``), or with the
+  service's background refits (``refit="background"``), to check that cheap refits cost no
+  regret.
 
 Example:
     >>> spec = method_spec("sync-qlognei")
@@ -28,6 +32,7 @@ from benchmarks.simulator import AboMethod, Method, OptunaMethod
 from benchmarks.suites import AnyProblem, NoisyProblem
 
 BASELINES = ("seq-logei", "sync-qlognei", "optuna-gp", "optuna-tpe")
+REFIT_VARIANTS = ("playbook", "thompson", "aegis")  # each also as +full and +bg
 
 
 class AboBatchMethod(AboMethod):
@@ -71,7 +76,9 @@ def _noise(problem: AnyProblem) -> str:
     return "auto" if isinstance(problem, NoisyProblem) else "deterministic"
 
 
-def _abo(strategy: str, cls: type[AboMethod] = AboMethod) -> Callable[..., Method]:
+def _abo(
+    strategy: str, cls: type[AboMethod] = AboMethod, refit: str = "sync"
+) -> Callable[..., Method]:
     def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
         return cls(
             problem,  # type: ignore[arg-type] - only .dim is used
@@ -81,6 +88,7 @@ def _abo(strategy: str, cls: type[AboMethod] = AboMethod) -> Callable[..., Metho
             strategy=strategy,
             noise=_noise(problem),
             strategy_options=accepted_options(strategy, options),
+            refit=refit,
         )
 
     return build
@@ -102,6 +110,9 @@ def all_methods() -> dict[str, MethodSpec]:
     specs["sync-qlognei"] = MethodSpec(
         "sync-qlognei", _abo("qlognei", AboBatchMethod), synchronous=True
     )
+    for name in REFIT_VARIANTS:
+        specs[f"{name}+full"] = MethodSpec(f"{name}+full", _abo(name, refit="full"))
+        specs[f"{name}+bg"] = MethodSpec(f"{name}+bg", _abo(name, refit="background"))
     specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"))
     specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"))
     return specs

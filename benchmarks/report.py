@@ -133,8 +133,8 @@ def _fmt(values: Iterable[float]) -> str:
     return f"{med:.2f} [{q1:.2f}, {q3:.2f}]"
 
 
-def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int) -> str:
-    """The Markdown table of one (problem, durations, k) cell."""
+def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int, bar: str = BAR) -> str:
+    """The Markdown table of one (problem, durations, k) cell; ``vs`` columns test ``bar``."""
     by_method: dict[str, list[Mapping[str, Any]]] = {}
     for run in members:
         by_method.setdefault(run["method"], []).append(run)
@@ -145,10 +145,10 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int) -> str
         for m, rs in by_method.items()
     }
     mark_final, mark_time = mark_best(final), mark_best(timed)
-    vs_final, vs_time = versus(final), versus(timed)
+    vs_final, vs_time = versus(final, bar), versus(timed, bar)
     lines = [
-        f"| method | workers | seeds | log10 regret at N = {budget} | | vs {BAR} | "
-        f"log10 regret at t = N/k = {horizon:g} | | vs {BAR} | utilization | duplicates "
+        f"| method | workers | seeds | log10 regret at N = {budget} | | vs {bar} | "
+        f"log10 regret at t = N/k = {horizon:g} | | vs {bar} | utilization | duplicates "
         "| median s / proposal |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -213,8 +213,11 @@ def write_report(
     out: str | Path,
     title: str = "Benchmark results",
     seeds: int | None = None,
+    bar: str = BAR,
 ) -> str:
     """Write ``report.md`` and one PNG per cell into ``out``; return the Markdown.
+
+    ``bar``: the method every other one is tested against (Optuna's GPSampler by default).
 
     ``seeds``: only seeds ``0..seeds-1`` (so a run cut short reports the seeds it finished for
     every method, not a different set per method).
@@ -229,8 +232,8 @@ def write_report(
         "",
         "Median [IQR] over seeds of log10 simple regret (best observed point, true function). "
         "`best`: lowest median; `tied`: not significantly worse than the best (Wilcoxon "
-        f"signed-rank paired by seed, Holm-corrected, alpha = {ALPHA}). `vs {BAR}`: the same "
-        f"test of each method against Optuna's GPSampler (`better`/`worse`/`same`).",
+        f"signed-rank paired by seed, Holm-corrected, alpha = {ALPHA}). `vs {bar}`: the same "
+        f"test of each method against `{bar}` (`better`/`worse`/`same`).",
     ]
     for (problem, durations, k, budget), members in _cells(runs).items():
         png = f"{problem}-{durations}-k{k}.png"
@@ -239,7 +242,7 @@ def write_report(
             "",
             f"## {problem}, k = {k}, {durations} durations, N = {budget}",
             "",
-            cell_table(members, k, budget),
+            cell_table(members, k, budget, bar),
             "",
             f"![{problem} k={k}]({png})",
         ]

@@ -84,6 +84,7 @@ class AboMethod:
         strategy: str = "qlognei",
         noise: str = "deterministic",
         strategy_options: dict[str, Any] | None = None,
+        refit: str = "sync",
     ) -> None:
         import abo
 
@@ -98,6 +99,7 @@ class AboMethod:
             n_initial=n_initial,
             noise=noise,
             strategy_options=strategy_options,
+            refit=refit,
         )
 
     def add(self, x: np.ndarray, y: float) -> None:
