@@ -181,3 +181,15 @@ def test_late_window_utilization_counts_busy_seconds_inside_the_window() -> None
     assert window_utilization(trials, 2, 4.0, 6.0) == pytest.approx(0.5)
     many = [trial(i, float(i), float(i) + 1) for i in range(11)]
     assert late_window(many) == (8.0, 10.0)
+
+
+def test_refit_variants_run_by_name_only() -> None:
+    from benchmarks.methods import all_methods
+
+    specs = all_methods()
+    full = specs["thompson+full"].build(get_problem("branin"), 0, 2, 3, {})
+    background = specs["aegis+bg"].build(get_problem("branin"), 0, 2, 3, {})
+    assert full.study.config.refit == "full" and full.study.strategy == "thompson"
+    assert background.study.config.refit == "background"
+    names = {c[0] for c in suite_cells(SUITES["smoke"], seeds=1)}
+    assert "thompson" in names and not any("+" in n for n in names)
