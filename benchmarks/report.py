@@ -146,23 +146,29 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int, bar: s
     }
     mark_final, mark_time = mark_best(final), mark_best(timed)
     vs_final, vs_time = versus(final, bar), versus(timed, bar)
+    noisy = any(r.get("inference_regret") is not None for r in members)
+    extra_head = " log10 inference regret at N |" if noisy else ""
     lines = [
         f"| method | workers | seeds | log10 regret at N = {budget} | | vs {bar} | "
         f"log10 regret at t = N/k = {horizon:g} | | vs {bar} | utilization | duplicates "
-        "| median s / proposal |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| median s / proposal |{extra_head}",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if noisy else ""),
     ]
     order = sorted(by_method, key=lambda m: np.median(list(final[m].values())))
     for method in order:
         rs = by_method[method]
         secs = [s for r in rs for s in r["proposal_seconds"]]
+        inference = [
+            log_regret(r["inference_regret"]) for r in rs if r.get("inference_regret") is not None
+        ]
+        extra = f" {_fmt(inference) if inference else '-'} |" if noisy else ""
         lines.append(
             f"| {method} | {rs[0]['workers']} | {len(rs)} | {_fmt(final[method].values())} | "
             f"{mark_final[method]} | {vs_final[method]} | {_fmt(timed[method].values())} | "
             f"{mark_time[method]} | {vs_time[method]} | "
             f"{np.mean([r['utilization'] for r in rs]):.2f} | "
             f"{np.mean([r['duplicate_rate'] for r in rs]):.3f} | "
-            f"{np.median(secs) if secs else 0.0:.3f} |"
+            f"{np.median(secs) if secs else 0.0:.3f} |{extra}"
         )
     return "\n".join(lines)
 

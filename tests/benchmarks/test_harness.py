@@ -193,3 +193,31 @@ def test_refit_variants_run_by_name_only() -> None:
     assert background.study.config.refit == "background"
     names = {c[0] for c in suite_cells(SUITES["smoke"], seeds=1)}
     assert "thompson" in names and not any("+" in n for n in names)
+
+
+def test_noisy_runs_report_the_inference_regret_of_the_best_posterior_mean() -> None:
+    from benchmarks.harness import inference_regret
+
+    problem = get_problem("branin-noisy")
+    run = simulate_run(problem, "random", k=2, budget=16, seed=1)
+    assert run["inference_regret"] is not None and run["inference_regret"] >= 0.0
+    assert simulate_run(get_problem("branin"), "random", 2, 16, 1)["inference_regret"] is None
+    # the chosen point is an evaluated one: its regret is one of theirs
+    gen = np.random.default_rng(0)
+    X = [gen.random(2) for _ in range(12)]
+    Y = [problem.true(x) + 0.01 * gen.standard_normal() for x in X]
+    regrets = [problem.true(x) - problem.optimum for x in X]
+    r = inference_regret(problem, X, Y)
+    assert min(abs(r - t) for t in regrets) < 1e-9
+    assert r <= np.median(regrets)  # a GP on nearly noiseless data picks a good point
+
+
+def test_report_adds_an_inference_column_for_noisy_cells(tmp_path: Path) -> None:
+    from benchmarks.report import write_report
+
+    path = tmp_path / "r.jsonl"
+    runs = [simulate_run(get_problem("branin-noisy"), m, 2, 12, s)
+            for m in ("random", "optuna-tpe") for s in (0, 1)]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    text = write_report([path], tmp_path / "out", bar="random")
+    assert "log10 inference regret at N" in text and "vs random" in text
