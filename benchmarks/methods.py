@@ -4,8 +4,9 @@
   others busy);
 * ``seq-logei``: sequential BO with LogEI on one worker (abo's kriging believer with nothing
   busy is exactly analytic LogEI) — the "n evaluations in sequence" reference;
-* ``sync-qlognei``: synchronous batches, ``q = k`` points (greedy qLogNEI, each point seeing
-  the earlier ones as pending) proposed only when all ``k`` workers are free;
+* ``sync-qlognei``: synchronous batches, ``q = k`` points (qLogNEI optimised jointly over the
+  batch) proposed only when all ``k`` workers are free; ``sync-ts``: the same with ``k``
+  Thompson paths (synchronous Thompson sampling, synTS);
 * ``optuna-gp`` / ``optuna-tpe``: Optuna's ``GPSampler`` (conditions on running trials) and
   ``TPESampler(constant_liar=True, multivariate=True)``, asked whenever a worker is free with
   the running trials left RUNNING in the Optuna study;
@@ -31,7 +32,7 @@ import numpy as np
 from benchmarks.simulator import AboMethod, Method, OptunaMethod
 from benchmarks.suites import AnyProblem, NoisyProblem
 
-BASELINES = ("seq-logei", "sync-qlognei", "optuna-gp", "optuna-tpe")
+BASELINES = ("seq-logei", "sync-qlognei", "sync-ts", "optuna-gp", "optuna-tpe")
 REFIT_VARIANTS = ("playbook", "thompson", "aegis")  # each also as +full and +bg
 
 
@@ -77,7 +78,10 @@ def _noise(problem: AnyProblem) -> str:
 
 
 def _abo(
-    strategy: str, cls: type[AboMethod] = AboMethod, refit: str = "sync"
+    strategy: str,
+    cls: type[AboMethod] = AboMethod,
+    refit: str = "sync",
+    fixed: dict[str, Any] | None = None,
 ) -> Callable[..., Method]:
     def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
         return cls(
@@ -87,7 +91,7 @@ def _abo(
             n0,
             strategy=strategy,
             noise=_noise(problem),
-            strategy_options=accepted_options(strategy, options),
+            strategy_options={**accepted_options(strategy, options), **(fixed or {})},
             refit=refit,
         )
 
@@ -108,8 +112,9 @@ def all_methods() -> dict[str, MethodSpec]:
     specs = {name: MethodSpec(name, _abo(name)) for name in abo.strategies()}
     specs["seq-logei"] = MethodSpec("seq-logei", _abo("believer"), sequential=True)
     specs["sync-qlognei"] = MethodSpec(
-        "sync-qlognei", _abo("qlognei", AboBatchMethod), synchronous=True
+        "sync-qlognei", _abo("qlognei", AboBatchMethod, fixed={"joint": True}), synchronous=True
     )
+    specs["sync-ts"] = MethodSpec("sync-ts", _abo("thompson", AboBatchMethod), synchronous=True)
     for name in REFIT_VARIANTS:
         specs[f"{name}+full"] = MethodSpec(f"{name}+full", _abo(name, refit="full"))
         specs[f"{name}+bg"] = MethodSpec(f"{name}+bg", _abo(name, refit="background"))

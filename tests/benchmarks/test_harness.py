@@ -221,3 +221,9 @@ def test_report_adds_an_inference_column_for_noisy_cells(tmp_path: Path) -> None
     path.write_text("".join(json.dumps(r) + "\n" for r in runs))
     text = write_report([path], tmp_path / "out", bar="random")
     assert "log10 inference regret at N" in text and "vs random" in text
+
+
+def test_synchronous_thompson_waits_for_the_whole_batch() -> None:
+    run = simulate_run(get_problem("branin"), "sync-ts", k=3, budget=13, seed=0)
+    assert run["synchronous"] and len(run["regret"]) == 13
+    assert run["utilization"] < 1.0  # workers wait for the slowest of each batch
