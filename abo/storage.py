@@ -322,6 +322,7 @@ class SQLStorage(Storage):
         # SQLite serialises writers itself; this lock only spares threads of one process
         # from queueing on its busy timeout (and guards the single in-memory connection).
         self._lock: threading.RLock | None = threading.RLock() if self._sqlite else None
+        self._row_cache: dict[tuple[int, str, int], tuple[tuple[Any, ...], Trial]] = {}
         self._init_schema()
 
     # -- engine and schema ------------------------------------------------------------------
@@ -445,8 +446,20 @@ class SQLStorage(Storage):
             created_at=row.created_at,
         )
 
+    def _trial_from_row(self, study: StudyRecord, row: Any) -> Trial:
+        """The trial of a row; unchanged rows reuse the trial built last time (no JSON
+        decoding), which keeps reading a study of thousands of trials cheap on every ask."""
+        key = (study.id, study.name, row.number)
+        raw = tuple(row)
+        cached = self._row_cache.get(key)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        trial = self._build_trial(study, row)
+        self._row_cache[key] = (raw, trial)
+        return trial
+
     @staticmethod
-    def _trial_from_row(study: StudyRecord, row: Any) -> Trial:
+    def _build_trial(study: StudyRecord, row: Any) -> Trial:
         return Trial(
             id=row.number,
             study=study.name,

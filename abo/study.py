@@ -113,6 +113,7 @@ class Study:
             max_exact=record.config.max_exact,
         )
         self._lock = threading.RLock()
+        self._units: dict[int, list[float]] = {}
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -300,6 +301,19 @@ class Study:
                 started += self._propose_and_start(remaining, n_workers, extra)
             return started
 
+    def _unit(self, trials: Sequence[Trial]) -> Tensor:
+        """``n x D`` unit-cube encodings of the trials' parameters, cached per trial id (a
+        trial's parameters never change), so a study of thousands of trials encodes each once."""
+        rows = []
+        for t in trials:
+            row = self._units.get(t.id)
+            if row is None:
+                row = self._units[t.id] = self.space.to_unit(t.params).tolist()
+            rows.append(row)
+        if not rows:
+            return torch.zeros(0, self.space.dim, dtype=torch.double)
+        return torch.tensor(rows, dtype=torch.double)
+
     def _observations(
         self, done: Sequence[Trial], failed: Sequence[Trial]
     ) -> tuple[list[Trial], Tensor, Tensor]:
@@ -314,7 +328,7 @@ class Study:
         worst = min(utilities) if utilities else 0.0
         trials = [*done, *failed] if utilities else list(done)
         Y = utilities + ([worst] * len(failed) if utilities else [])
-        X = self.space.to_unit_batch([t.params for t in trials])
+        X = self._unit(trials)
         return trials, X, torch.tensor(Y, dtype=torch.double).reshape(-1, 1)
 
     def _model(
@@ -354,7 +368,7 @@ class Study:
         if m - n_sobol:
             failed = [t for t in trials if t.state is TrialState.FAILED]
             observed, X_obs, Y_obs = self._observations(done, failed)
-            pending = [space.to_unit_batch([t.params for t in running])] + X_new
+            pending = [self._unit(running)] + X_new
             stored = next((t.info["model"] for t in reversed(trials) if "model" in t.info), None)
             proposal, timing = self._run_strategy(
                 m - n_sobol,
@@ -437,8 +451,7 @@ class Study:
         self, X: Tensor, trials: Sequence[Trial], seed: int, infos: list[dict[str, Any]]
     ) -> Tensor:
         """Replace proposals that repeat a busy or evaluated point by random valid points."""
-        seen = [t.params for t in trials if t.state is not TrialState.LOST]
-        existing = self.space.to_unit_batch(seen)
+        existing = self._unit([t for t in trials if t.state is not TrialState.LOST])
         gen = torch.Generator().manual_seed(seed + 1)
         out = []
         for i, x in enumerate(X):
