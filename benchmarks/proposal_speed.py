@@ -8,6 +8,7 @@ after a refit, so per-model caches (prediction caches, PLAyBOOK's Lipschitz cons
 paid for as in a real run.
 
     .venv/bin/python benchmarks/proposal_speed.py [--reps 5] [--sizes 50 200 500] [--batch 1]
+        [--threads T]
 """
 
 from __future__ import annotations
@@ -67,9 +68,14 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 200, 500])
     parser.add_argument("--batch", type=int, default=1, help="points per propose call")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch intra-op threads (default: torch's)"
+    )
     parser.add_argument("--strategies", nargs="+", default=STRATEGIES, choices=list(strategies()))
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, torch {torch.__version__} with {torch.get_num_threads()} "
