@@ -194,6 +194,7 @@ def run(
         options = dict(spec.study)
         n_trials = int(options.pop("n_trials"))
         trial_timeout = options.pop("trial_timeout", None)
+        lookahead = options.pop("lookahead", 0)
         name = resume or options.pop("name", None)
         options.pop("name", None)
         storage = options.pop("storage", None)
@@ -232,6 +233,7 @@ def run(
                     callback=callback,
                     trial_timeout=trial_timeout,
                     grace=grace,
+                    lookahead=lookahead,
                 )
         finally:
             executor.close()

@@ -7,7 +7,8 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
     ``strategy``, ``seed``, ``n_trials`` (the study's total budget of finished trials, so a
     resumed run completes it), ``max_retries``, ``lease_seconds``, ``noise``, ``n_initial``,
     ``trial_timeout`` (seconds), ``strategy_options`` (a table), ``refit``,
-    ``max_staleness``, ``max_exact`` (see ``abo.create_study``).
+    ``max_staleness``, ``max_exact`` (see ``abo.create_study``), ``lookahead`` (trials proposed
+    ahead; see ``abo.loop``).
 ``[space]``
     one inline table per parameter: ``{type = "float", low = 0, high = 1, log = false}``,
     ``{type = "int", ...}`` or ``{type = "categorical", choices = [...]}``.
@@ -44,7 +45,7 @@ EXECUTOR_KINDS = ("local", "address", "threads", *BATCH_SYSTEMS)
 _STUDY_KEYS = {
     "name", "storage", "direction", "strategy", "seed", "n_trials", "max_retries",
     "lease_seconds", "noise", "n_initial", "trial_timeout", "strategy_options",
-    "refit", "max_staleness", "max_exact",
+    "refit", "max_staleness", "max_exact", "lookahead",
 }  # fmt: skip
 
 
@@ -91,6 +92,9 @@ def load_spec(path: str | Path) -> RunSpec:
     n_trials = _require(study, "n_trials", "study")
     if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
         raise ConfigError(f"study.n_trials: expected a positive integer, got {n_trials!r}")
+    lookahead = study.get("lookahead", 0)
+    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
+        raise ConfigError(f"study.lookahead: expected a non-negative integer, got {lookahead!r}")
     storage = study.get("storage")
     if (
         isinstance(storage, str)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import abo
+from abo.config import load_spec
 from abo.trial import TrialState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,6 +160,9 @@ def test_failure_rate_exit_code_and_config_errors(tmp_path: Path) -> None:
     )
     out = _abo("run", str(bad), cwd=tmp_path)
     assert out.returncode == 1 and "study.n_trials" in out.stderr
+    bad.write_text(bad.read_text().replace("n_trials = 0", "n_trials = 3\nlookahead = -1"))
+    with pytest.raises(abo.AboError, match="study.lookahead"):
+        load_spec(bad)
 
 
 def test_function_objective_runs_on_local_dask_workers(tmp_path: Path) -> None:
@@ -169,6 +173,7 @@ def test_function_objective_runs_on_local_dask_workers(tmp_path: Path) -> None:
     toml = tmp_path / "study.toml"
     toml.write_text(
         '[study]\nname = "fn"\nstorage = "sqlite:///fn.db"\nstrategy = "random"\nn_trials = 4\n'
+        'lookahead = 2\nrefit = "background"\nmax_exact = 500\n'
         '[space]\nx = {type = "float", low = 0, high = 1}\n'
         '[objective]\nfunction = "myobjective:objective"\n'
         '[executor]\nkind = "local"\nn_workers = 1\n'
@@ -176,5 +181,6 @@ def test_function_objective_runs_on_local_dask_workers(tmp_path: Path) -> None:
     out = _abo("run", str(toml), "--quiet", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     study = abo.load_study("fn", storage=f"sqlite:///{tmp_path / 'fn.db'}")
-    assert sorted(t.state.value for t in study.trials) == ["done"] * 4
+    assert sorted(t.state.value for t in study.trials) == ["done"] * 4  # none asked in excess
     assert all(t.value == (t.params["x"] - 0.3) ** 2 for t in study.trials)
+    assert study.config.refit == "background" and study.config.max_exact == 500
