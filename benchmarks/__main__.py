@@ -97,6 +97,7 @@ def parser() -> argparse.ArgumentParser:
     lat.add_argument("--refit", choices=["sync", "background"], default="sync")
     lat.add_argument("--max-staleness", type=int, default=20, help="with --refit background")
     lat.add_argument("--setup", type=float, default=60.0, help="seconds allowed before asking")
+    lat.add_argument("--max-exact", type=int, default=None, help="the study's max_exact")
     lat.set_defaults(func=_latency)
 
     util = sub.add_parser("utilization", help="study.optimize on a local Dask cluster")

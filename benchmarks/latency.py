@@ -109,6 +109,8 @@ def main(args: argparse.Namespace) -> int:
     for name in strategies:
         abo.registry.check_strategy(name)
     options = {"refit": args.refit, "max_staleness": args.max_staleness}
+    if args.max_exact is not None:
+        options["max_exact"] = args.max_exact
     policy = (
         "every ask refits first"
         if args.refit == "sync"
@@ -116,7 +118,8 @@ def main(args: argparse.Namespace) -> int:
     )
     print(
         f"`Study.ask()` seconds, Hartmann-6, {BUSY} busy trials, one completion before "
-        f"each ask; refit={args.refit} ({policy}); {args.repeats} asks per cell, cap "
+        f"each ask; refit={args.refit} ({policy}); max_exact "
+        f"{args.max_exact or 'default'}; {args.repeats} asks per cell, cap "
         f"{args.cap:g} s of asking per cell (setup: adding the data and the first fit, "
         f"{args.setup:g} s)."
     )
