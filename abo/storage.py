@@ -77,7 +77,7 @@ class StudyConfig:
     strategy_options: dict[str, Any] = field(default_factory=dict)
     refit: str = "sync"
     max_staleness: int = 20
-    max_exact: int = 1000
+    max_exact: int = 500
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -541,7 +541,7 @@ def create_study(
     strategy_options: Mapping[str, Any] | None = None,
     refit: str = "sync",
     max_staleness: int = 20,
-    max_exact: int = 1000,
+    max_exact: int = 500,
 ) -> Study:
     """Create a study (or resume it with ``load_if_exists=True``).
 

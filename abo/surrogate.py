@@ -52,7 +52,7 @@ from abo.exceptions import AboWarning, SurrogateFitError
 
 NOISE_FLOOR = 1e-6
 NOISE_MODES = ("auto", "deterministic")
-MAX_EXACT = 1000  # observations above which the GP sees a subset (see ``subset``)
+MAX_EXACT = 500  # observations above which the GP sees a subset (see ``subset``)
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def parser() -> argparse.ArgumentParser:
     mem.add_argument("--dim", type=int, default=10)
     mem.add_argument("--asks", type=int, default=20, help="timed ask/tell cycles")
     mem.add_argument("--strategy", default="thompson")
-    mem.add_argument("--max-exact", type=int, default=1000, help="passed to the study")
+    mem.add_argument("--max-exact", type=int, default=500, help="passed to the study")
     mem.add_argument("--seed", type=int, default=0)
     mem.set_defaults(func=_memory)
     return top

@@ -11,7 +11,7 @@ one process (background refits are threads), so the server's own ``/proc`` entry
 footprint.
 
     python -m benchmarks memory --observations 5000 --dim 10 --asks 20
-    python -m benchmarks memory --observations 2000 --strategy qlognei --max-exact 500
+    python -m benchmarks memory --observations 2000 --strategy qlognei --max-exact 1000
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def measure(
     dim: int = 10,
     asks: int = 20,
     strategy: str = "thompson",
-    max_exact: int = 1000,
+    max_exact: int = 500,
     seed: int = 0,
     progress: bool = False,
 ) -> Memory:

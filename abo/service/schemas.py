@@ -60,7 +60,7 @@ class StudyCreate(_Request):
     max_retries: Annotated[int, Field(ge=0, le=100)] = 1
     noise: Literal["auto", "deterministic"] = "auto"
     max_staleness: Annotated[int, Field(ge=0, le=1_000_000)] = 20
-    max_exact: Annotated[int, Field(ge=10, le=100_000)] = 1000
+    max_exact: Annotated[int, Field(ge=10, le=100_000)] = 500
 
 
 class AskRequest(_Request):
