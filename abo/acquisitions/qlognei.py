@@ -84,15 +84,18 @@ class QLogNEIStrategy:
         assert ctx.model is not None
         if self.joint and n > 1:
             acq = self.acquisition(ctx, ctx.X_pending.to(torch.double))
-            X, _ = optimize_acqf(
-                acq,
-                bounds=ctx.bounds,
-                q=n,
-                num_restarts=self.budget.num_restarts,
-                raw_samples=self.budget.raw_samples,
-                options={"maxiter": self.budget.maxiter, "seed": ctx.seed()},
-                sequential=False,
-            )
+            seed = ctx.seed()
+            with torch.random.fork_rng():  # BoTorch's start selection draws from torch's RNG
+                torch.manual_seed(seed)
+                X, _ = optimize_acqf(
+                    acq,
+                    bounds=ctx.bounds,
+                    q=n,
+                    num_restarts=self.budget.num_restarts,
+                    raw_samples=self.budget.raw_samples,
+                    options={"maxiter": self.budget.maxiter, "seed": seed},
+                    sequential=False,
+                )
             return Proposal(ctx.round(X.detach()), [{"strategy": self.name, "joint": True}] * n)
         return greedy_batch(
             ctx, n, self.name, lambda busy: self.acquisition(ctx, busy), maximize, self.budget
