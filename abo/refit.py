@@ -11,7 +11,9 @@ Two policies, chosen per study (``create_study(..., refit=...)``) or per process
   hyperparameters on the current data (one Cholesky factorisation, no optimisation) and
   proposes at once, while one background thread refits the hyperparameters on a snapshot of
   the data. At most one refit runs at a time, and no proposal uses hyperparameters that lag
-  the data by more than ``max_staleness`` observations (the ask then waits for a fresh fit).
+  the data by more than ``max_staleness`` observations, nor (past 50) by more than a tenth
+  of the data (the ask then waits for a fresh fit; early fits are cheap and early data move
+  the hyperparameters most).
   A refit starts once the data have grown by ``refit_step`` (one observation while fits are
   cheap, 5 % of the data beyond 40). Proposals depend on timing, so this mode trades
   reproducibility for latency.
@@ -116,6 +118,10 @@ class ModelManager:
         self._thread: threading.Thread | None = None
         self.refits = 0  # completed hyperparameter fits (for tests and benchmarks)
 
+    def staleness_bound(self, n: int) -> int:
+        """The most observations the proposing hyperparameters may lag ``n`` observations."""
+        return min(self.max_staleness, max(5, n // 10))
+
     def model(
         self,
         key: tuple[int, ...],
@@ -179,11 +185,12 @@ class ModelManager:
             latest = self._latest
         if latest is not None and latest.key == key:
             return latest.fitted, latest.fitted.n
-        if latest is None or X.shape[0] - latest.fitted.n > self.max_staleness:
+        bound = self.staleness_bound(X.shape[0])
+        if latest is None or X.shape[0] - latest.fitted.n > bound:
             self.wait()  # never two refits at once: let a running one finish first
             with self._lock:
                 latest = self._latest
-            if latest is None or X.shape[0] - latest.fitted.n > self.max_staleness:
+            if latest is None or X.shape[0] - latest.fitted.n > bound:
                 if latest is None and stored:
                     previous: FittedModel | None = self._condition(X, Y, stored["hypers"])
                     n_prev: int | None = int(stored.get("n", 0))

@@ -154,3 +154,9 @@ def test_above_max_exact_the_gp_sees_a_subset_and_asks_report_it() -> None:
 
 def test_background_refits_start_every_observation_early_and_every_5_percent_later() -> None:
     assert [refit_module.refit_step(n) for n in (5, 39, 40, 200, 1000)] == [1, 1, 2, 10, 50]
+
+
+def test_staleness_is_bounded_by_a_tenth_of_the_data_too() -> None:
+    manager = refit_module.ModelManager("auto", mode="background", max_staleness=20)
+    assert [manager.staleness_bound(n) for n in (8, 60, 150, 400)] == [5, 6, 15, 20]
+    assert refit_module.ModelManager("auto", max_staleness=3).staleness_bound(400) == 3
