@@ -5,6 +5,7 @@ Exit codes: 0 done, 1 an abo error (the message says which field and why), 2 usa
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from contextlib import nullcontext
@@ -75,6 +76,32 @@ class Progress:
         util = f"utilization ≥{self.busy / (self.workers * elapsed):.2f}" if self.workers else ""
         table.add_row(Text(f"best so far {best}", style="green"), util)
         return Group(table)
+
+
+def torch_threads() -> int:
+    """Intra-op threads for torch in abo's own processes: ``ABO_TORCH_THREADS``, default 1.
+
+    The driver and the service share the machine with the evaluations; with more threads than
+    free cores, torch's small GP operations slow down by an order of magnitude (measured with
+    ``benchmarks/proposal_speed.py --threads`` on this 2-core machine), while a GP capped at
+    ``max_exact`` points has little to gain from more threads.
+    """
+    raw = os.environ.get("ABO_TORCH_THREADS", "1")
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise typer.BadParameter(f"ABO_TORCH_THREADS: expected a positive integer, got {raw!r}")
+    return threads
+
+
+@app.callback()
+def _setup() -> None:
+    """Asynchronous Bayesian optimization."""
+    import torch
+
+    torch.set_num_threads(torch_threads())
 
 
 def _fail(exc: Exception) -> typer.Exit:

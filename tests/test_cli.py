@@ -184,3 +184,16 @@ def test_function_objective_runs_on_local_dask_workers(tmp_path: Path) -> None:
     assert sorted(t.state.value for t in study.trials) == ["done"] * 4  # none asked in excess
     assert all(t.value == (t.params["x"] - 0.3) ** 2 for t in study.trials)
     assert study.config.refit == "background" and study.config.max_exact == 500
+
+
+def test_torch_threads_default_to_one_and_bad_values_are_named(tmp_path: Path) -> None:
+    code = "from abo.cli import torch_threads; print(torch_threads())"
+    env = {k: v for k, v in os.environ.items() if k != "ABO_TORCH_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "1", out.stderr
+    env["ABO_TORCH_THREADS"] = "3"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "3", out.stderr
+    env["ABO_TORCH_THREADS"] = "many"
+    out = subprocess.run([*ABO, "strategies"], capture_output=True, text=True, env=env)
+    assert out.returncode != 0 and "ABO_TORCH_THREADS" in out.stderr
