@@ -107,6 +107,9 @@ def measure(
     from abo.executors import DaskExecutor
 
     warnings.simplefilter("ignore")
+    import torch
+
+    torch.set_num_threads(1)  # as abo's commands do: the workers share the cores
     space = abo.Space({f"x{i}": abo.Float(0.0, 1.0) for i in range(DIM)})
     study = abo.create_study(
         space, strategy=strategy, seed=seed, refit=refit, max_staleness=max_staleness
