@@ -11,9 +11,10 @@ Two policies, chosen per study (``create_study(..., refit=...)``) or per process
   hyperparameters on the current data (one Cholesky factorisation, no optimisation) and
   proposes at once, while one background thread refits the hyperparameters on a snapshot of
   the data. At most one refit runs at a time, and no proposal uses hyperparameters that lag
-  the data by more than ``max_staleness`` observations, nor (past 50) by more than a tenth
-  of the data (the ask then waits for a fresh fit; early fits are cheap and early data move
-  the hyperparameters most).
+  the data by more than ``max_staleness`` observations (the ask then waits for a fresh fit).
+  By default that is 20, and past 50 observations a tenth of the data (early fits are cheap
+  and early data move the hyperparameters most); a study with many fast workers sets a
+  larger bound so that asks never wait for a slow refit.
   A refit starts once the data have grown by ``refit_step`` (one observation while fits are
   cheap, 5 % of the data beyond 40). Proposals depend on timing, so this mode trades
   reproducibility for latency.
@@ -104,7 +105,11 @@ class ModelManager:
     """Hands out a model for the current data according to the refit policy (thread-safe)."""
 
     def __init__(
-        self, noise: str, mode: str = "sync", max_staleness: int = 20, max_exact: int = MAX_EXACT
+        self,
+        noise: str,
+        mode: str = "sync",
+        max_staleness: int | None = None,
+        max_exact: int = MAX_EXACT,
     ) -> None:
         if mode not in REFIT_MODES:
             raise SurrogateFitError(f"refit: expected one of {REFIT_MODES}, got {mode!r}")
@@ -119,8 +124,11 @@ class ModelManager:
         self.refits = 0  # completed hyperparameter fits (for tests and benchmarks)
 
     def staleness_bound(self, n: int) -> int:
-        """The most observations the proposing hyperparameters may lag ``n`` observations."""
-        return min(self.max_staleness, max(5, n // 10))
+        """The most observations the proposing hyperparameters may lag ``n`` observations:
+        ``max_staleness`` when set, else 20 and (past 50) a tenth of the data."""
+        if self.max_staleness is not None:
+            return self.max_staleness
+        return min(20, max(5, n // 10))
 
     def model(
         self,

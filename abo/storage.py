@@ -66,7 +66,8 @@ class StudyConfig:
         noise: ``"auto"`` learns the observation noise; ``"deterministic"`` fixes it near zero.
         strategy_options: keyword arguments for the strategy.
         refit: ``"sync"`` or ``"background"`` (see ``abo.refit``).
-        max_staleness: observations the proposing hyperparameters may lag (background only).
+        max_staleness: observations the proposing hyperparameters may lag (background only;
+            ``None``: 20, and a tenth of the data past 50 observations).
         max_exact: most observations the GP is fitted on; above it, a subset (``abo.surrogate``).
     """
 
@@ -76,7 +77,7 @@ class StudyConfig:
     noise: str = "auto"
     strategy_options: dict[str, Any] = field(default_factory=dict)
     refit: str = "sync"
-    max_staleness: int = 20
+    max_staleness: int | None = None
     max_exact: int = 500
 
     def to_json(self) -> dict[str, Any]:

@@ -540,7 +540,7 @@ def create_study(
     noise: str = "auto",
     strategy_options: Mapping[str, Any] | None = None,
     refit: str = "sync",
-    max_staleness: int = 20,
+    max_staleness: int | None = None,
     max_exact: int = 500,
 ) -> Study:
     """Create a study (or resume it with ``load_if_exists=True``).
@@ -562,7 +562,8 @@ def create_study(
             (asks never wait for a fit) or ``"full"`` (a multi-start refit before each
             proposal: slowest); see ``abo.refit``.
         max_staleness: with ``refit="background"``, the most observations the proposing
-            hyperparameters may lag behind the data.
+            hyperparameters may lag behind the data (default: 20, and past 50 observations a
+            tenth of the data; set it higher for many fast workers, see ``abo.refit``).
         max_exact: the most observations the GP is fitted on; above it the GP keeps the best
             half and a seeded sample of the rest, so asks stay fast in long studies.
 
@@ -582,7 +583,9 @@ def create_study(
         raise AboError(f"noise: expected one of {', '.join(NOISE_MODES)}, got {noise!r}")
     if refit not in REFIT_MODES:
         raise AboError(f"refit: expected one of {', '.join(REFIT_MODES)}, got {refit!r}")
-    if isinstance(max_staleness, bool) or not isinstance(max_staleness, int) or max_staleness < 0:
+    if max_staleness is not None and (
+        isinstance(max_staleness, bool) or not isinstance(max_staleness, int) or max_staleness < 0
+    ):
         raise AboError(f"max_staleness: expected a non-negative integer, got {max_staleness!r}")
     if isinstance(max_exact, bool) or not isinstance(max_exact, int) or max_exact < 10:
         raise AboError(f"max_exact: expected an integer of at least 10, got {max_exact!r}")

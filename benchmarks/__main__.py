@@ -95,7 +95,7 @@ def parser() -> argparse.ArgumentParser:
     lat.add_argument("--cap", type=float, default=120.0, help="seconds per strategy and size")
     lat.add_argument("--seed", type=int, default=0)
     lat.add_argument("--refit", choices=["sync", "background"], default="sync")
-    lat.add_argument("--max-staleness", type=int, default=20, help="with --refit background")
+    lat.add_argument("--max-staleness", type=int, default=None, help="with --refit background")
     lat.add_argument("--setup", type=float, default=60.0, help="seconds allowed before asking")
     lat.add_argument("--max-exact", type=int, default=None, help="the study's max_exact")
     lat.set_defaults(func=_latency)
@@ -106,7 +106,7 @@ def parser() -> argparse.ArgumentParser:
     util.add_argument("--strategy", default="qlognei")
     util.add_argument("--seed", type=int, default=0)
     util.add_argument("--refit", choices=["sync", "background"], default="sync")
-    util.add_argument("--max-staleness", type=int, default=20)
+    util.add_argument("--max-staleness", type=int, default=None)
     util.add_argument("--lookahead", type=int, default=0, help="trials proposed ahead")
     util.set_defaults(func=_utilization)
 

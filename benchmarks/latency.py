@@ -114,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
     policy = (
         "every ask refits first"
         if args.refit == "sync"
-        else f"background refits, max_staleness {args.max_staleness}"
+        else f"background refits, max_staleness {args.max_staleness or 'default'}"
     )
     print(
         f"`Study.ask()` seconds, Hartmann-6, {BUSY} busy trials, one completion before "

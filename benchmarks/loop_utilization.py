@@ -97,7 +97,7 @@ def measure(
     strategy: str,
     seed: int,
     refit: str = "sync",
-    max_staleness: int = 20,
+    max_staleness: int | None = None,
     lookahead: int = 0,
 ) -> dict[str, float]:
     """Run one study on a fresh local cluster; its utilization and proposal-wait fraction."""

@@ -157,6 +157,6 @@ def test_background_refits_start_every_observation_early_and_every_5_percent_lat
 
 
 def test_staleness_is_bounded_by_a_tenth_of_the_data_too() -> None:
-    manager = refit_module.ModelManager("auto", mode="background", max_staleness=20)
+    manager = refit_module.ModelManager("auto", mode="background")
     assert [manager.staleness_bound(n) for n in (8, 60, 150, 400)] == [5, 6, 15, 20]
     assert refit_module.ModelManager("auto", max_staleness=3).staleness_bound(400) == 3

@@ -174,7 +174,7 @@ class Client:
         lease_seconds: float = 24 * 3600.0,
         max_retries: int = 1,
         noise: str = "auto",
-        max_staleness: int = 20,
+        max_staleness: int | None = None,
         max_exact: int = 500,
     ) -> RemoteStudy:
         """Create a study on the service (or load it with ``load_if_exists=True``)."""

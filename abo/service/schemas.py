@@ -59,7 +59,7 @@ class StudyCreate(_Request):
     lease_seconds: Annotated[Finite, Field(gt=0, le=10 * 365 * 86400.0)] = 24 * 3600.0
     max_retries: Annotated[int, Field(ge=0, le=100)] = 1
     noise: Literal["auto", "deterministic"] = "auto"
-    max_staleness: Annotated[int, Field(ge=0, le=1_000_000)] = 20
+    max_staleness: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
     max_exact: Annotated[int, Field(ge=10, le=100_000)] = 500
 
 
