@@ -522,6 +522,8 @@ class SQLStorage(Storage):
             conn.execute(_trials.delete().where(_trials.c.study_id == study.id))
             conn.execute(_queue.delete().where(_queue.c.study_id == study.id))
             conn.execute(_studies.delete().where(_studies.c.id == study.id))
+        for key in [k for k in self._row_cache if k[0] == study.id and k[1] == study.name]:
+            self._row_cache.pop(key, None)  # its trials are gone: keep no decoded copies
 
     # -- trials -----------------------------------------------------------------------------
     def _next_numbers(self, conn: Connection, study: StudyRecord, n: int) -> range:

@@ -196,6 +196,19 @@ def test_delete_study_removes_it_with_its_trials_and_queue(store: SQLStorage) ->
         store.delete_study("doomed")
     again = store.create_study(record("doomed"))
     assert store.trials(again) == []
+    assert {k[1] for k in store._row_cache} <= {"kept"}  # no decoded copies of its trials
+
+
+def test_reading_trials_twice_reuses_unchanged_ones_and_sees_changes(store: SQLStorage) -> None:
+    study = store.create_study(record("cache"))
+    store.start_trials(study, points(2), [{}] * 2)
+    first = store.trials(study)
+    second = store.trials(study)
+    assert all(a is b for a, b in zip(first, second, strict=True))  # no decoding again
+    store.finish(study, first[0].id, TrialState.DONE, value=1.5)
+    third = store.trials(study)
+    assert third[0].state is TrialState.DONE and third[0].value == 1.5  # a change is seen
+    assert third[1] is first[1]
 
 
 @pytest.mark.parametrize("stored", ["999", "not-a-number"])
