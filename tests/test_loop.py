@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -21,7 +22,8 @@ def _study(**kw: object) -> abo.Study:
     return abo.create_study(SPACE, strategy="random", seed=3, **kw)  # type: ignore[arg-type]
 
 
-def test_keeps_every_worker_busy_and_finishes_the_budget() -> None:
+def _counting_objective() -> tuple[Callable[[dict], float], list[int]]:
+    """An objective sleeping 50 ms, and a one-item list: the most evaluations at once."""
     lock = threading.Lock()
     active, peak = [0], [0]
 
@@ -34,6 +36,11 @@ def test_keeps_every_worker_busy_and_finishes_the_budget() -> None:
             active[0] -= 1
         return p["x"]
 
+    return objective, peak
+
+
+def test_keeps_every_worker_busy_and_finishes_the_budget() -> None:
+    objective, peak = _counting_objective()
     study = _study()
     with ThreadExecutor(4) as ex:
         result = study.optimize(objective, n_trials=20, executor=ex)
@@ -132,18 +139,7 @@ def test_bad_budget_is_rejected() -> None:
 
 
 def test_lookahead_keeps_trials_ready_and_asks_no_more_than_the_budget() -> None:
-    lock = threading.Lock()
-    active, peak = [0], [0]
-
-    def objective(p: dict) -> float:
-        with lock:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        time.sleep(0.05)
-        with lock:
-            active[0] -= 1
-        return p["x"]
-
+    objective, peak = _counting_objective()
     study = abo.create_study(SPACE, strategy="thompson", seed=4, n_initial=4)
     with ThreadExecutor(3) as ex:
         result = study.optimize(objective, n_trials=14, executor=ex, lookahead=2)
