@@ -31,6 +31,7 @@ import hashlib
 import math
 import threading
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -213,7 +214,10 @@ class ModelManager:
         if X.shape[0] - latest.fitted.n >= refit_step(latest.fitted.n):
             self._start_refit(key, X, Y)
         hypers = export_hypers(latest.fitted.model)
-        return self._condition(X, Y, hypers), latest.fitted.n
+        conditioned = self._condition(X, Y, hypers)
+        # same hyperparameters: per-model caches (PLAyBOOK's Lipschitz constants) may be shared
+        conditioned.model.abo_hypers_of = weakref.ref(latest.fitted.model)
+        return conditioned, latest.fitted.n
 
     def _start_refit(self, key: tuple[int, ...], X: Tensor, Y: Tensor) -> None:
         with self._lock:

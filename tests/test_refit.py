@@ -160,3 +160,30 @@ def test_staleness_is_bounded_by_a_tenth_of_the_data_too() -> None:
     manager = refit_module.ModelManager("auto", mode="background")
     assert [manager.staleness_bound(n) for n in (8, 60, 150, 400)] == [5, 6, 15, 20]
     assert refit_module.ModelManager("auto", max_staleness=3).staleness_bound(400) == 3
+
+
+def test_background_models_of_one_refit_share_playbooks_lipschitz_cache() -> None:
+    """Asks between two refits condition new models on the same hyperparameters; a busy
+    point's Lipschitz constant is computed once for them, and afresh after a refit."""
+    from abo.acquisitions.local_penalization import _LIPSCHITZ_CACHE, estimate_lipschitz
+
+    manager = refit_module.ModelManager("auto", mode="background", max_staleness=50)
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(30, 2, generator=gen, dtype=torch.double)
+    Y = -((X - 0.4) ** 2).sum(-1, keepdim=True)
+    key = tuple(range(30))
+    fitted, _ = manager.model(key, X, Y)  # the first fit, in the foreground
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.double)
+    busy, box = torch.tensor([[0.3, 0.6]], dtype=torch.double), torch.tensor([0.3, 0.3])
+    first, _ = manager.model(key + (30,), torch.cat([X, X[:1] * 0.9]), torch.cat([Y, Y[:1]]))
+    manager.wait()  # the refit the new observation started
+    assert first.model is not fitted.model
+    L1 = estimate_lipschitz(first.model, bounds, busy, box)
+    assert len(_LIPSCHITZ_CACHE[fitted.model]) == 1  # stored under the fitted model
+    refitted = manager._latest.fitted.model  # type: ignore[union-attr]
+    second, _ = manager.model(key + (30, 31), torch.cat([X, X[:2] * 0.9]), torch.cat([Y, Y[:2]]))
+    manager.wait()
+    assert refitted is not fitted.model and second.model.abo_hypers_of() is refitted
+    estimate_lipschitz(second.model, bounds, busy, box)
+    assert len(_LIPSCHITZ_CACHE[refitted]) == 1  # new hyperparameters: computed again
+    assert torch.allclose(estimate_lipschitz(first.model, bounds, busy, box), L1)

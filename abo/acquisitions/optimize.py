@@ -113,14 +113,17 @@ def latent_mean(model: Model, X: Tensor) -> Tensor | None:
     return model.mean_module(Xt) + cross @ alpha
 
 
-def latent_mean_std(model: Model, X: Tensor) -> tuple[Tensor, Tensor] | None:
-    """Marginal latent mean and std at ``k x d`` points in one matrix product (no gradients).
+def latent_mean_std(model: Model, X: Tensor, grad: bool = False) -> tuple[Tensor, Tensor] | None:
+    """Marginal latent mean and std at ``k x d`` points in one matrix product.
 
     The standardised-scale posterior of ``latent_mean``'s models: ``var = k(x, x) - ||k(x,
     X_train) R||^2`` with ``R R^T = K^-1`` the GP's cached root, the same numbers as
-    ``model.posterior`` without its per-point batch overhead. ``None`` for other models.
+    ``model.posterior`` without its per-point batch overhead (which dominates an acquisition
+    search's many small evaluations). ``grad=True`` keeps the graph to ``X`` (the cached
+    ``K^-1 y`` and root are constants), for gradient-based acquisition search. ``None`` for
+    other models.
     """
-    with torch.no_grad():
+    with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
         if not _exact_gp_ready(model, X):
             return None
         Xt = model.transform_inputs(X)
@@ -128,10 +131,11 @@ def latent_mean_std(model: Model, X: Tensor) -> tuple[Tensor, Tensor] | None:
         strategy = model.prediction_strategy
         root = strategy.covar_cache
         root = root.to_dense() if hasattr(root, "to_dense") else root
-        mean = model.mean_module(Xt) + cross @ strategy.mean_cache.to(cross)
+        mean = model.mean_module(Xt) + cross @ strategy.mean_cache.detach().to(cross)
         prior = model.covar_module(Xt, diag=True)
-        var = prior - (cross @ root.to(cross)).pow(2).sum(-1)
-        return mean, var.clamp_min(0).sqrt()
+        var = prior - (cross @ root.detach().to(cross)).pow(2).sum(-1)
+        # with gradients, a floor keeps d sqrt(var) finite where the variance vanishes
+        return mean, var.clamp_min(1e-16 if grad else 0.0).sqrt()
 
 
 Maximizer = Callable[[AcquisitionFunction, ProposalContext, OptimizerBudget], tuple[Tensor, float]]

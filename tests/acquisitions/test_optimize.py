@@ -6,7 +6,7 @@ import torch
 from botorch.models.deterministic import GenericDeterministicModel
 from strategy_helpers import peaked_data
 
-from abo.acquisitions.local_penalization import standardized_posterior
+from abo.acquisitions.local_penalization import _outcome_scale, standardized_posterior
 from abo.acquisitions.optimize import latent_mean, latent_mean_std
 from abo.surrogate import fit_gp
 
@@ -15,12 +15,20 @@ def _points(n: int = 64) -> torch.Tensor:
     return torch.quasirandom.SobolEngine(2, scramble=True, seed=5).draw(n, dtype=torch.double)
 
 
+def _reference(model, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Standardised marginal mean and std the slow way: ``model.posterior`` point by point."""
+    shift, scale = _outcome_scale(model)
+    post = model.posterior(X.unsqueeze(-2))
+    mean = (post.mean.squeeze(-1).squeeze(-1) - shift) / scale
+    return mean, post.variance.squeeze(-1).squeeze(-1).sqrt() / scale
+
+
 def test_latent_mean_is_the_standardised_posterior_mean_with_its_gradient(peaked) -> None:
     model, _, _ = peaked
     fast_x = _points().requires_grad_(True)
     slow_x = _points().requires_grad_(True)
     fast = latent_mean(model, fast_x)
-    slow, _ = standardized_posterior(model, slow_x)
+    slow, _ = _reference(model, slow_x)
     assert fast is not None
     assert torch.allclose(fast, slow, atol=1e-9, rtol=0)
     (g_fast,) = torch.autograd.grad(fast.sum(), fast_x)
@@ -35,11 +43,26 @@ def test_latent_mean_std_is_the_standardised_marginal_posterior() -> None:
     model = fit_gp(X, Y).model  # learned noise: the latent std excludes it
     fast = latent_mean_std(model, _points(256))
     with torch.no_grad():
-        mean, std = standardized_posterior(model, _points(256))
+        mean, std = _reference(model, _points(256))
     assert fast is not None
     assert torch.allclose(fast[0], mean, atol=1e-9, rtol=0)
     assert torch.allclose(fast[1], std, atol=1e-7, rtol=0)
     assert std.max() > 3 * std.min()  # near data and far from it were both compared
+
+
+def test_standardized_posterior_takes_the_fast_path_with_the_posteriors_gradients(peaked) -> None:
+    """The penalised acquisition's search differentiates mean and std: both must be right."""
+    model, _, _ = peaked
+    fast_x = _points(128).requires_grad_(True)
+    slow_x = _points(128).requires_grad_(True)
+    mean, std = standardized_posterior(model, fast_x)
+    ref_mean, ref_std = _reference(model, slow_x)
+    assert torch.allclose(mean, ref_mean, atol=1e-9, rtol=0)
+    assert torch.allclose(std, ref_std, atol=1e-7, rtol=0)
+    (g_fast,) = torch.autograd.grad((mean + 2 * std).sum(), fast_x)
+    (g_slow,) = torch.autograd.grad((ref_mean + 2 * ref_std).sum(), slow_x)
+    assert torch.allclose(g_fast, g_slow, atol=1e-6, rtol=1e-6)
+    assert g_slow.norm(dim=-1).max() > 0.1
 
 
 def test_models_other_than_an_exact_gp_get_none() -> None:
