@@ -1,9 +1,10 @@
-"""abo's ``qlognei`` against Optuna's ``GPSampler`` (and random search as a floor).
+"""abo's ``qlognei`` and ``believer`` against Optuna's ``GPSampler`` (random search as a floor).
 
 Branin and Hartmann-6, ``k = 4`` asynchronous workers, half-normal durations, common random
 numbers across methods (see ``benchmarks/simulator.py``). Prints a Markdown table: median and
-interquartile range of log10 simple regret at the final budget, and the median real seconds per
-proposal, with the machine it ran on.
+interquartile range of log10 simple regret at the final budget, each method against
+``optuna-gp`` (Wilcoxon signed-rank by seed, Holm-corrected, as in the report), and the median
+real seconds per proposal, with the machine it ran on.
 
     python -m benchmarks.gp_vs_optuna --seeds 10
 """
@@ -21,8 +22,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from benchmarks.report import versus
+
 DEFAULT_BUDGETS = {"branin": 40, "hartmann6": 70}
-DEFAULT_METHODS = ("qlognei", "optuna-gp", "random")
+DEFAULT_METHODS = ("qlognei", "believer", "optuna-gp", "random")
 REGRET_FLOOR = 1e-12  # log10 of an exact hit would be -inf
 
 
@@ -99,10 +102,17 @@ def table(rows: Sequence[dict[str, object]], k: int, durations: str) -> str:
         f"{len({r['seed'] for r in rows})} seeds; regret = best observed f - f*.",
         "",
         "| problem | budget | method | median log10 regret | IQR | log10 regret at budget/2 "
-        "| median s / proposal |",
-        "|---|---|---|---|---|---|---|",
+        "| vs optuna-gp | median s / proposal |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     keys = dict.fromkeys((r["problem"], r["method"]) for r in rows)
+    marks: dict[str, dict[str, str]] = {}
+    for problem in dict.fromkeys(r["problem"] for r in rows):
+        values: dict[str, dict[int, float]] = {}
+        for r in rows:
+            if r["problem"] == problem:
+                values.setdefault(str(r["method"]), {})[int(r["seed"])] = float(r["log10_regret"])
+        marks[str(problem)] = versus(values, bar="optuna-gp")
     for problem, method in keys:
         sel = [r for r in rows if r["problem"] == problem and r["method"] == method]
         lr = np.array([r["log10_regret"] for r in sel])
@@ -111,7 +121,7 @@ def table(rows: Sequence[dict[str, object]], k: int, durations: str) -> str:
         secs = np.median([r["median_proposal_s"] for r in sel])
         out.append(
             f"| {problem} | {sel[0]['budget']} | {method} | {np.median(lr):.2f} | "
-            f"[{q1:.2f}, {q3:.2f}] | {half:.2f} | {secs:.3f} |"
+            f"[{q1:.2f}, {q3:.2f}] | {half:.2f} | {marks[str(problem)][str(method)]} | {secs:.3f} |"
         )
     return "\n".join(out)
 

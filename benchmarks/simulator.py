@@ -164,6 +164,7 @@ def _optuna(sampler: str) -> MethodFactory:
 
 METHODS: dict[str, MethodFactory] = {
     "qlognei": _abo("qlognei"),
+    "believer": _abo("believer"),
     "random": _abo("random"),
     "optuna-gp": _optuna("gp"),
     "optuna-tpe": _optuna("tpe"),
