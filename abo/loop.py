@@ -20,12 +20,13 @@ What it promises:
   which this loop renews for its own trials by heartbeat;
 * ``lookahead > 0``: proposals are made ahead, in a thread of their own, so a worker that
   frees up gets a waiting trial at once instead of waiting for a fit and an acquisition
-  search. The thread keeps ``lookahead`` trials ready beyond the free workers; each was
-  proposed with every running and ready trial as a busy point, but without the results that
-  arrived while it waited. That trade (a little staleness for no idle workers) pays when
-  proposals take a noticeable share of an evaluation's time divided by the workers; with it
-  proposals depend on timing, so runs are not reproducible. Trials still ready when the run
-  stops are marked ``lost`` (a resume re-queues them).
+  search, or even for the finished trial's tell (a durable write). The thread keeps
+  ``lookahead`` trials ready beyond the free workers; each was proposed with every running and
+  ready trial as a busy point, but without the results that arrived while it waited. That trade
+  (a little staleness for no idle workers) pays when proposals take a noticeable share of an
+  evaluation's time divided by the workers; with it proposals depend on timing, so runs are not
+  reproducible. Trials still ready when the run stops are marked ``lost`` (a resume re-queues
+  them).
 """
 
 from __future__ import annotations
@@ -348,6 +349,13 @@ def run(
     if reclaimed:
         log.warning("marked %d trials of a dead driver lost", len(reclaimed))
     asker: _Asker | None = None
+
+    def launch(trials: list[Trial]) -> None:
+        for trial in trials:
+            future = _submit(executor, study, objective, trial)
+            inflight[future] = (trial, time.time())
+            result.trial_ids.append(trial.id)
+
     try:
         if lookahead:
             asker = _Asker(study, workers, lookahead, n_trials, {"driver": tag})
@@ -364,10 +372,7 @@ def run(
                         new = study.ask_batch(want, n_workers=workers, info={"driver": tag})
                     else:
                         new = asker.take(want, len(inflight), finished)
-                    for trial in new:
-                        future = _submit(executor, study, objective, trial)
-                        inflight[future] = (trial, time.time())
-                        result.trial_ids.append(trial.id)
+                    launch(new)
                 elif asker is not None:
                     asker.take(0, len(inflight), finished)  # keep its counts current
                 if not inflight:
@@ -379,8 +384,14 @@ def run(
                     break
                 # with free workers and proposals on their way, look again soon
                 poll = 0.02 if asker is not None and want > 0 else 0.5
-                for future in executor.wait(list(inflight), timeout=poll):
-                    trial, _ = inflight.pop(future)
+                done = [(f, inflight.pop(f)[0]) for f in executor.wait(list(inflight), poll)]
+                if done and asker is not None and stop.reason is None:
+                    # freed workers take ready trials before the results are recorded: those
+                    # trials do not wait for the tells (durable writes), so neither do workers
+                    left = n_trials - finished - len(done) - len(inflight)
+                    free = min(workers - len(inflight), left)
+                    launch(asker.take(free, len(inflight), finished + len(done)))
+                for future, trial in done:
                     stored = _record(study, trial, _outcome(executor, future, trial), result)
                     finished += _count(study, stored, result, callback)
                 if trial_timeout is not None:

@@ -166,6 +166,30 @@ def test_lookahead_trials_never_submitted_are_lost_when_the_run_stops() -> None:
     assert result.n_done == sum(t.state is TrialState.DONE for t in study.trials)
 
 
+def test_with_lookahead_a_freed_worker_starts_before_the_result_is_told() -> None:
+    """The tell is a durable write; a ready trial does not need it, so it is submitted first."""
+    started: dict[int, threading.Event] = {}
+    seen: list[bool] = []
+
+    def objective(p: dict, trial: dict) -> float:
+        started.setdefault(trial["id"], threading.Event()).set()
+        time.sleep(0.1)  # the asker has a trial ready by the time this one ends
+        return p["x"]
+
+    objective.accepts_trial = True  # type: ignore[attr-defined]
+
+    def callback(study: abo.Study, trial: abo.Trial) -> None:  # runs after the tell
+        nxt = [t.id for t in study.trials if t.id > trial.id and t.retry_of is None]
+        if nxt and len(seen) < 3:
+            seen.append(started.setdefault(nxt[0], threading.Event()).wait(5.0))
+
+    study = _study()
+    with ThreadExecutor(1) as ex:
+        result = study.optimize(objective, n_trials=5, executor=ex, lookahead=1, callback=callback)
+    assert result.n_done == 5
+    assert seen == [True, True, True]  # the next trial was running when each tell returned
+
+
 def test_bad_lookahead_is_rejected() -> None:
     with pytest.raises(abo.AboError, match="lookahead"):
         run(_study(), lambda p: 0.0, n_trials=1, executor=ThreadExecutor(1), lookahead=-1)
