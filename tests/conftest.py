@@ -7,6 +7,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import torch
+
+# One intra-op thread, as abo's own commands use (abo.cli.torch_threads): the tests' GPs are
+# small, and two threads on a 2-core machine that also runs Dask workers made them slower.
+torch.set_num_threads(1)
 
 PG_ADMIN_URL = os.environ.get(
     "ABO_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -128,7 +128,7 @@ def _branin(p: dict) -> float:
     return float(BRANIN(x.unsqueeze(0)))
 
 
-def simple_regret(name: str, seed: int, n_evals: int = 40, workers: int = 4) -> float:
+def simple_regret(name: str, seed: int, n_evals: int = 30, workers: int = 4) -> float:
     """Run ``n_evals`` evaluations with ``workers`` in flight; durations are half-normal (mean 1).
 
     The next completion is the running trial with the earliest finish time; its worker is
