@@ -42,10 +42,10 @@ def test_every_strategy_is_listed_and_unknown_names_list_them() -> None:
     assert all(name in str(err.value) for name in STRATEGIES)
 
 
-def _run_mixed(name: str, seed: int) -> list[abo.Trial]:
+def _run_mixed(name: str, seed: int, steps: int = 6) -> list[abo.Trial]:
     study = abo.create_study(MIXED, strategy=name, seed=seed, n_initial=4, strategy_options=CHEAP)
     pending = study.ask_batch(3, n_workers=3)
-    for _ in range(6):  # one result in, one new trial out, three always running
+    for _ in range(steps):  # one result in, one new trial out, three always running
         trial = pending.pop(0)
         study.tell(trial.id, _mixed_loss(trial.params))
         pending.append(study.ask(n_workers=3))
@@ -76,8 +76,8 @@ def test_mixed_space_bounds_seeds_and_info(name: str) -> None:
             assert t.info["arm"] in ARMS[name]
     again = _run_mixed(name, seed=5)
     assert all(_same_params(a.params, b.params) for a, b in zip(trials, again, strict=True))
-    other = _run_mixed(name, seed=6)
-    assert not all(_same_params(a.params, b.params) for a, b in zip(trials, other, strict=True))
+    other = _run_mixed(name, seed=6, steps=2)  # the first model proposal is enough to differ
+    assert not _same_params(other[4].params, trials[4].params)
 
 
 CUBE = abo.Space({"x": abo.Float(0, 1), "y": abo.Float(0, 1), "z": abo.Float(0, 1)})
