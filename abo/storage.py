@@ -78,7 +78,7 @@ class StudyConfig:
     strategy_options: dict[str, Any] = field(default_factory=dict)
     refit: str = "sync"
     max_staleness: int | None = None
-    max_exact: int = 500
+    max_exact: int = 500  # abo.surrogate.MAX_EXACT (this module stays free of torch)
 
     def to_json(self) -> dict[str, Any]:
         return {

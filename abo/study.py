@@ -46,7 +46,7 @@ from abo.refit import REFIT_MODES, ModelManager
 from abo.registry import check_strategy, make_strategy
 from abo.space import Space
 from abo.storage import QueuedPoint, Storage, StudyConfig, StudyRecord, open_storage
-from abo.surrogate import NOISE_MODES, FittedModel
+from abo.surrogate import MAX_EXACT, NOISE_MODES, FittedModel
 from abo.trial import Trial, TrialState
 
 if TYPE_CHECKING:
@@ -541,7 +541,7 @@ def create_study(
     strategy_options: Mapping[str, Any] | None = None,
     refit: str = "sync",
     max_staleness: int | None = None,
-    max_exact: int = 500,
+    max_exact: int = MAX_EXACT,
 ) -> Study:
     """Create a study (or resume it with ``load_if_exists=True``).
 

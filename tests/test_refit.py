@@ -187,3 +187,11 @@ def test_background_models_of_one_refit_share_playbooks_lipschitz_cache() -> Non
     estimate_lipschitz(second.model, bounds, busy, box)
     assert len(_LIPSCHITZ_CACHE[refitted]) == 1  # new hyperparameters: computed again
     assert torch.allclose(estimate_lipschitz(first.model, bounds, busy, box), L1)
+
+
+def test_every_entry_point_defaults_max_exact_to_the_surrogates_cap() -> None:
+    from abo.service.schemas import StudyCreate
+    from abo.storage import StudyConfig
+
+    assert StudyConfig().max_exact == refit_module.MAX_EXACT
+    assert StudyCreate(name="s", space={}).max_exact == refit_module.MAX_EXACT

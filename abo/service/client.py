@@ -175,7 +175,7 @@ class Client:
         max_retries: int = 1,
         noise: str = "auto",
         max_staleness: int | None = None,
-        max_exact: int = 500,
+        max_exact: int = StudyConfig.max_exact,
     ) -> RemoteStudy:
         """Create a study on the service (or load it with ``load_if_exists=True``)."""
         if not isinstance(space, Space):

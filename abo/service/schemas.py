@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from abo.storage import StudyConfig
+
 MAX_ASK = 64
 MAX_PAGE = 10_000
 MAX_TRIAL_ID = 2**31 - 1
@@ -60,7 +62,7 @@ class StudyCreate(_Request):
     max_retries: Annotated[int, Field(ge=0, le=100)] = 1
     noise: Literal["auto", "deterministic"] = "auto"
     max_staleness: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
-    max_exact: Annotated[int, Field(ge=10, le=100_000)] = 500
+    max_exact: Annotated[int, Field(ge=10, le=100_000)] = StudyConfig.max_exact
 
 
 class AskRequest(_Request):
