@@ -18,15 +18,18 @@ What it promises:
 * a resumed study: running trials left by a dead driver on this host are marked ``lost`` at
   start (their driver process is gone); those of a driver elsewhere expire with their lease,
   which this loop renews for its own trials by heartbeat;
-* ``lookahead > 0``: proposals are made ahead, in a thread of their own, so a worker that
-  frees up gets a waiting trial at once instead of waiting for a fit and an acquisition
-  search, or even for the finished trial's tell (a durable write). The thread keeps
-  ``lookahead`` trials ready beyond the free workers; each was proposed with every running and
-  ready trial as a busy point, but without the results that arrived while it waited. That trade
-  (a little staleness for no idle workers) pays when proposals take a noticeable share of an
-  evaluation's time divided by the workers; with it proposals depend on timing, so runs are not
-  reproducible. Trials still ready when the run stops are marked ``lost`` (a resume re-queues
-  them).
+* ``lookahead > 0``: proposals are made ahead, in a thread of their own, and handed to the
+  executor beyond the free workers: up to ``workers + lookahead`` evaluations are submitted at
+  once, the extra ones waiting in the executor's queue (Dask keeps one on deck on each worker),
+  so a worker that finishes starts its next evaluation at once, without a round trip to the
+  driver, a fit, an acquisition search or the finished trial's tell (a durable write). Each
+  was proposed with every running and queued trial as a busy point, but without the results
+  that arrived while it waited. That trade (a little staleness for no idle workers) pays when
+  proposals take a noticeable share of an evaluation's time divided by the workers; with it
+  proposals depend on timing, so runs are not reproducible. A queued trial's ``trial_timeout``
+  runs from when it reached the head of the queue (the first ``workers`` submissions still
+  unfinished, in order); when the run stops, queued trials are withdrawn and marked ``lost``
+  at once (a resume re-queues them), only the running ones are waited for.
 """
 
 from __future__ import annotations
@@ -207,12 +210,19 @@ def _signals(stop: _Stop, grace: float) -> Iterator[None]:
 
 
 class _Asker:
-    """Keeps proposals ready ahead of the free workers, asking in a background thread."""
+    """Keeps the executor's queue filled with proposals, asking in a background thread.
+
+    It asks once ``batch`` (a quarter of ``lookahead``) places are free, not at every single
+    one: a batch of proposals costs little more than one (Thompson's paths are drawn and
+    climbed together), so the thread keeps up with many fast workers while the queue still
+    holds three quarters of the lookahead.
+    """
 
     def __init__(
         self, study: Study, workers: int, lookahead: int, n_trials: int, info: dict[str, Any]
     ) -> None:
         self.study, self.workers, self.lookahead = study, workers, lookahead
+        self.batch = max(1, lookahead // 4)
         self.n_trials, self.info = n_trials, info
         self.cond = threading.Condition()
         self.ready: deque[Trial] = deque()
@@ -224,10 +234,11 @@ class _Asker:
         self.thread.start()
 
     def _deficit(self) -> int:
-        """How many more trials to ask for now (caller holds ``cond``)."""
+        """How many more trials to ask for now, 0 until a batch is due (caller holds ``cond``)."""
         room = self.workers + self.lookahead - self.inflight - len(self.ready)
         budget = self.n_trials - self.finished - self.inflight - len(self.ready)
-        return min(room, budget)
+        want = min(room, budget)
+        return want if want > 0 and want >= min(self.batch, budget) else 0
 
     def _run(self) -> None:
         while True:
@@ -316,8 +327,8 @@ def run(
 ) -> OptimizeResult:
     """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``).
 
-    ``lookahead > 0`` proposes in a background thread, keeping that many trials ready beyond
-    the free workers (see the module's notes).
+    ``lookahead > 0`` proposes in a background thread and keeps that many evaluations queued
+    at the executor beyond the workers (see the module's notes).
 
     Raises:
         FailureRateExceeded: the failure guard stopped the run (after draining it).
@@ -340,7 +351,10 @@ def run(
     tag = driver_tag()
     lease = float(getattr(study.config, "lease_seconds", 3600.0))
     heartbeat_every = max(0.5, min(60.0, lease / 3))
-    inflight: dict[Future, tuple[Trial, float]] = {}
+    capacity = workers + lookahead  # evaluations handed to the executor at once
+    # submitted, unfinished evaluations in submission order, with the time each reached the
+    # head of the queue (the first ``workers``: taken as running) or None while queued
+    inflight: dict[Future, tuple[Trial, float | None]] = {}
     stop = _Stop()
     start = time.time()
     last_beat = start
@@ -353,8 +367,21 @@ def run(
     def launch(trials: list[Trial]) -> None:
         for trial in trials:
             future = _submit(executor, study, objective, trial)
-            inflight[future] = (trial, time.time())
+            inflight[future] = (trial, None)
             result.trial_ids.append(trial.id)
+        _start_clocks(inflight, workers)
+
+    def withdraw_queued() -> None:
+        """On stop: queued evaluations never start; a resume re-queues their trials."""
+        for future in list(inflight)[workers:]:
+            if not executor.withdraw(future):
+                continue  # already running (or done): waited for and recorded as usual
+            trial, _ = inflight.pop(future)
+            try:
+                stored = study.lose(trial.id, "driver stopped before the trial started")
+                result.n_lost += stored.state is TrialState.LOST
+            except AboError:
+                pass
 
     try:
         if lookahead:
@@ -364,9 +391,10 @@ def run(
                 now = time.time()
                 if timeout is not None and now - start > timeout and stop.reason is None:
                     stop.request("timeout", grace)
-                want = min(workers - len(inflight), n_trials - finished - len(inflight))
+                want = min(capacity - len(inflight), n_trials - finished - len(inflight))
                 if asker is not None and stop.reason is not None:
                     asker.halt()
+                    withdraw_queued()
                 if want > 0 and stop.reason is None:
                     if asker is None:
                         new = study.ask_batch(want, n_workers=workers, info={"driver": tag})
@@ -389,14 +417,15 @@ def run(
                     # freed workers take ready trials before the results are recorded: those
                     # trials do not wait for the tells (durable writes), so neither do workers
                     left = n_trials - finished - len(done) - len(inflight)
-                    free = min(workers - len(inflight), left)
+                    free = min(capacity - len(inflight), left)
                     launch(asker.take(free, len(inflight), finished + len(done)))
+                _start_clocks(inflight, workers)
                 for future, trial in done:
                     stored = _record(study, trial, _outcome(executor, future, trial), result)
                     finished += _count(study, stored, result, callback)
                 if trial_timeout is not None:
-                    for future, (trial, submitted) in list(inflight.items()):
-                        if time.time() - submitted > trial_timeout:
+                    for future, (trial, started) in list(inflight.items()):
+                        if started is not None and time.time() - started > trial_timeout:
                             del inflight[future]
                             executor.cancel(future)
                             stored = study.fail(trial.id, reason="timeout")
@@ -440,6 +469,15 @@ def run(
         exc.result = result  # type: ignore[attr-defined]
         raise exc
     return result
+
+
+def _start_clocks(inflight: dict[Future, tuple[Trial, float | None]], workers: int) -> None:
+    """Start the timeout clock of the first ``workers`` evaluations (the ones taken as running)."""
+    now = time.time()
+    for future in list(inflight)[:workers]:
+        trial, started = inflight[future]
+        if started is None:
+            inflight[future] = (trial, now)
 
 
 def _submit(

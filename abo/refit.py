@@ -10,8 +10,10 @@ Two policies, chosen per study (``create_study(..., refit=...)``) or per process
 * ``"background"``: an ask never waits for a fit. It conditions the newest fitted
   hyperparameters on the current data (one Cholesky factorisation, no optimisation) and
   proposes at once, while one background thread refits the hyperparameters on a snapshot of
-  the data. At most one refit runs at a time, and no proposal uses hyperparameters that lag
-  the data by more than ``max_staleness`` observations (the ask then waits for a fresh fit).
+  the data (the fit itself runs in a child process, ``abo.fitproc``, so it does not hold this
+  interpreter's lock while asks run). At most one refit runs at a time, and no proposal uses
+  hyperparameters that lag the data by more than ``max_staleness`` observations (the ask then
+  waits for a fresh fit).
   By default that is 20, and past 50 observations a tenth of the data (early fits are cheap
   and early data move the hyperparameters most); a study with many fast workers sets a
   larger bound so that asks never wait for a slow refit.
@@ -40,6 +42,7 @@ import torch
 from torch import Tensor
 
 from abo.exceptions import AboWarning, SurrogateFitError
+from abo.fitproc import FitProcess
 from abo.surrogate import MAX_EXACT, FittedModel, _build, fit_gp, subset
 
 REFIT_MODES = ("sync", "background", "full")
@@ -123,6 +126,9 @@ class ModelManager:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.refits = 0  # completed hyperparameter fits (for tests and benchmarks)
+        self.fit_process = FitProcess() if mode == "background" else None
+        if self.fit_process is not None:
+            weakref.finalize(self, self.fit_process.close)
 
     def staleness_bound(self, n: int) -> int:
         """The most observations the proposing hyperparameters may lag ``n`` observations:
@@ -175,13 +181,37 @@ class ModelManager:
         return FittedModel(model=fitted.model, n=X.shape[0], warm=True)
 
     def _fit(
-        self, X: Tensor, Y: Tensor, previous: FittedModel | None, n_prev: int | None
+        self,
+        X: Tensor,
+        Y: Tensor,
+        previous: FittedModel | None,
+        n_prev: int | None,
+        elsewhere: bool = False,
     ) -> FittedModel:
-        """Refit the hyperparameters (a full multi-start refit when due) on the kept subset."""
+        """Refit the hyperparameters (a full multi-start refit when due) on the kept subset.
+
+        ``elsewhere``: fit in the child process and condition a model here on its result
+        (the same fit: ``fit_gp`` from the same start, seed and data); if the child fails,
+        the fit runs here.
+        """
         n = X.shape[0]
         full = self.mode == "full" or full_refit_due(n_prev, n)
         idx = subset(X, Y, self.max_exact)
-        fitted = fit_gp(X[idx], Y[idx], noise=self.noise, previous=previous, full=full, seed=n)
+        fitted = None
+        if elsewhere and self.fit_process is not None:
+            start = export_hypers(previous.model) if previous is not None else None
+            try:
+                hypers, warm = self.fit_process.fit(
+                    X[idx], Y[idx], self.noise, start, full, seed=n,
+                    threads=torch.get_num_threads(),
+                )  # fmt: skip
+                model = condition(X[idx], Y[idx], self.noise, hypers).model
+                fitted = FittedModel(model=model, n=n, warm=warm)
+            except SurrogateFitError as exc:
+                if "refit process" not in str(exc):
+                    raise  # the fit itself failed: it would fail here too
+        if fitted is None:
+            fitted = fit_gp(X[idx], Y[idx], noise=self.noise, previous=previous, full=full, seed=n)
         with self._lock:
             self.refits += 1
             self.full_refits += int(full)
@@ -236,7 +266,8 @@ class ModelManager:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", AboWarning)
-                fitted = self._fit(X, Y, previous, previous.n if previous else None)
+                n_prev = previous.n if previous else None
+                fitted = self._fit(X, Y, previous, n_prev, elsewhere=True)
         except SurrogateFitError:
             return  # keep the previous hyperparameters; the next ask tries again
         with self._lock:

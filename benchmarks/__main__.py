@@ -108,6 +108,11 @@ def parser() -> argparse.ArgumentParser:
     util.add_argument("--refit", choices=["sync", "background"], default="sync")
     util.add_argument("--max-staleness", type=int, default=None)
     util.add_argument("--lookahead", type=int, default=0, help="trials proposed ahead")
+    util.add_argument(
+        "--extra", type=int, default=None,
+        help="trials beyond --trials, so that utilization at --trials completions is measured "
+        "before the drain (default workers + lookahead)",
+    )  # fmt: skip
     util.set_defaults(func=_utilization)
 
     mem = sub.add_parser("memory", help="peak RSS of `abo serve` holding one large study")

@@ -14,7 +14,11 @@ quadratic; the driver proposes with ``--strategy``. Reported:
 * late utilization: the same ratio over the last fifth of the run before its drain (from the
   start of trial ``0.8 * trials`` to the start of the last trial): the steady state once the
   study holds that many observations, without the ramp-up or the final tail, when no
-  new trial may start by design.
+  new trial may start by design;
+* utilization at ``--trials`` completed: with ``--extra`` more trials in the budget (default
+  ``workers + lookahead``), busy worker-seconds from the run's start to the moment the
+  ``trials``-th trial completes, over workers x that time: the ramp-up counts, the drain that
+  a finite budget forces does not (the run goes on past that moment).
 
     python -m benchmarks utilization --trials 200 --workers 32
     python -m benchmarks utilization --trials 1000 --workers 32 --strategy thompson \
@@ -99,8 +103,13 @@ def measure(
     refit: str = "sync",
     max_staleness: int | None = None,
     lookahead: int = 0,
+    extra: int = 0,
 ) -> dict[str, float]:
-    """Run one study on a fresh local cluster; its utilization and proposal-wait fraction."""
+    """Run one study on a fresh local cluster; its utilization and proposal-wait fraction.
+
+    ``extra`` trials beyond ``trials`` are run (and counted in the whole-run figures) so that
+    the utilization at ``trials`` completions is measured before the final drain.
+    """
     import warnings
 
     import abo
@@ -117,13 +126,21 @@ def measure(
     executor = DaskExecutor(n_workers=workers)
     executor.client.wait_for_workers(workers)
     executor.client.run(_warm_up)  # imports on every worker now, not inside the measured run
+    started = time.time()
     try:
         result = study.optimize(
-            sleepy_objective, n_trials=trials, executor=executor, lookahead=lookahead
+            sleepy_objective, n_trials=trials + extra, executor=executor, lookahead=lookahead
         )
     finally:
         executor.close()
+    n_at = trials
     trials = study.trials
+    finishes = sorted(t.info["finished"] for t in trials if "finished" in t.info)
+    at_n = (
+        window_utilization(trials, result.n_workers, started, finishes[n_at - 1])
+        if len(finishes) >= n_at
+        else float("nan")
+    )
     proposing = sum(float(t.info.get("proposal_seconds", 0.0)) for t in trials)
     late = window_utilization(trials, result.n_workers, *late_window(trials))
     capacity = result.n_workers * result.elapsed
@@ -138,6 +155,7 @@ def measure(
         "driver_busy": proposing / result.elapsed if result.elapsed else 0.0,
         "proposing_s": proposing,
         "late_utilization": late,
+        "utilization_at_n": at_n,
         "best": float(result.best.value) if result.best else float("nan"),
     }
 
@@ -146,26 +164,28 @@ def main(args: argparse.Namespace) -> int:
     """Print the measurement as a Markdown table."""
     from benchmarks.gp_vs_optuna import machine
 
+    extra = args.workers + args.lookahead if args.extra is None else args.extra
     m = measure(
         args.trials, args.workers, args.strategy, args.seed,
-        args.refit, args.max_staleness, args.lookahead,
+        args.refit, args.max_staleness, args.lookahead, extra,
     )  # fmt: skip
     print(
         f"`study.optimize`, strategy {args.strategy}, refit={args.refit} (max_staleness "
         f"{args.max_staleness}), lookahead {args.lookahead}, local Dask cluster "
-        f"({m['workers']} worker processes), objective sleeping 0.5-2 s."
+        f"({m['workers']} worker processes), objective sleeping 0.5-2 s; {args.trials} + "
+        f"{extra} trials run."
     )
     print()
     print(
-        "| trials | workers | makespan s | utilization | late utilization | proposal wait "
-        "| other idle | driver busy | s / proposal |"
+        f"| workers | lookahead | utilization at {args.trials} completed | whole run "
+        "| late utilization | makespan s | proposal wait | driver busy | s / proposal |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    other = max(0.0, 1.0 - m["utilization"] - m["proposal_wait"])
     print(
-        f"| {m['trials']} | {m['workers']} | {m['makespan_s']:.1f} | {m['utilization']:.3f} | "
-        f"{m['late_utilization']:.3f} | {m['proposal_wait']:.3f} | {other:.3f} | "
-        f"{m['driver_busy']:.3f} | {m['proposing_s'] / max(1, m['trials']):.3f} |"
+        f"| {m['workers']} | {args.lookahead} | {m['utilization_at_n']:.3f} | "
+        f"{m['utilization']:.3f} | {m['late_utilization']:.3f} | {m['makespan_s']:.1f} | "
+        f"{m['proposal_wait']:.3f} | {m['driver_busy']:.3f} | "
+        f"{m['proposing_s'] / max(1, m['trials']):.3f} |"
     )
     print()
     print(f"Machine: {machine()}.")

@@ -159,8 +159,8 @@ def test_lookahead_trials_never_submitted_are_lost_when_the_run_stops() -> None:
         )  # fmt: skip
     assert result.stopped == "timeout" and result.n_done < 100
     assert not study.pending  # nothing is left running
-    unsent = [
-        t for t in study.trials if "never" in (t.reason or "") or "submitted" in (t.reason or "")
+    unsent = [  # asked ahead: never submitted, or queued at the executor and withdrawn
+        t for t in study.trials if (t.reason or "").startswith("driver stopped before the trial")
     ]
     assert unsent and all(t.state is TrialState.LOST for t in unsent)
     assert result.n_done == sum(t.state is TrialState.DONE for t in study.trials)
@@ -188,6 +188,60 @@ def test_with_lookahead_a_freed_worker_starts_before_the_result_is_told() -> Non
         result = study.optimize(objective, n_trials=5, executor=ex, lookahead=1, callback=callback)
     assert result.n_done == 5
     assert seen == [True, True, True]  # the next trial was running when each tell returned
+
+
+def test_with_lookahead_evaluations_wait_in_the_executors_queue_not_in_the_driver() -> None:
+    """A worker that finishes starts the next queued evaluation even while the driver is busy
+    (here: stuck in the callback of the trial that finished before)."""
+    started: dict[int, threading.Event] = {}
+    seen: list[bool] = []
+
+    def objective(p: dict, trial: dict) -> float:
+        started.setdefault(trial["id"], threading.Event()).set()
+        time.sleep(0.1)
+        return p["x"]
+
+    objective.accepts_trial = True  # type: ignore[attr-defined]
+
+    def callback(study: abo.Study, trial: abo.Trial) -> None:  # the driver is held here
+        if len(seen) < 2:  # two trials later: it can only start from the executor's queue
+            seen.append(started.setdefault(trial.id + 2, threading.Event()).wait(5.0))
+
+    study = _study()
+    with ThreadExecutor(1) as ex:
+        result = study.optimize(objective, n_trials=6, executor=ex, lookahead=2, callback=callback)
+    assert result.n_done == 6 and len(study) == 6
+    assert seen == [True, True]
+
+
+def test_a_queued_trials_timeout_runs_from_its_start_not_its_submission() -> None:
+    study = _study()
+    with ThreadExecutor(1) as ex:  # 3 queued behind 1 worker: the last waits 0.6 s to start
+        result = study.optimize(
+            lambda p: time.sleep(0.2) or p["x"], n_trials=8, executor=ex, lookahead=3,
+            trial_timeout=0.5,
+        )  # fmt: skip
+    assert result.n_done == 8 and result.n_failed == 0
+
+
+def test_when_a_run_stops_queued_evaluations_never_start() -> None:
+    calls: list[int] = []
+
+    def objective(p: dict, trial: dict) -> float:
+        calls.append(trial["id"])
+        time.sleep(0.3)
+        return p["x"]
+
+    objective.accepts_trial = True  # type: ignore[attr-defined]
+    study = _study()
+    with ThreadExecutor(2) as ex:
+        result = study.optimize(
+            objective, n_trials=100, executor=ex, timeout=0.5, lookahead=4, grace=5.0
+        )
+    withdrawn = [t for t in study.trials if t.reason == "driver stopped before the trial started"]
+    assert withdrawn and all(t.state is TrialState.LOST for t in withdrawn)
+    assert not {t.id for t in withdrawn} & set(calls)  # none of them ran
+    assert result.n_done == len(calls) and not study.pending
 
 
 def test_bad_lookahead_is_rejected() -> None:

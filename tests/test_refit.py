@@ -11,6 +11,7 @@ import torch
 
 import abo
 import abo.refit as refit_module
+from abo.fitproc import FitProcess
 from abo.study import Study
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
@@ -51,21 +52,25 @@ def test_background_asks_do_not_wait_for_a_running_refit(monkeypatch: pytest.Mon
     release = threading.Event()
     active, peak = [0], [0]
     lock = threading.Lock()
-    real_fit = refit_module.fit_gp
 
-    def gated_fit(*args: object, **kwargs: object):  # the real fit, held back in the thread
-        with lock:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        try:
-            if threading.current_thread().name == "abo-refit":
-                assert release.wait(60)
-            return real_fit(*args, **kwargs)
-        finally:
+    def counted(real, gated: bool):  # the real fit; the background one is held back
+        def fit(*args: object, **kwargs: object):
             with lock:
-                active[0] -= 1
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            try:
+                if gated:
+                    assert threading.current_thread().name == "abo-refit"
+                    assert release.wait(60)
+                return real(*args, **kwargs)
+            finally:
+                with lock:
+                    active[0] -= 1
 
-    monkeypatch.setattr(refit_module, "fit_gp", gated_fit)
+        return fit
+
+    monkeypatch.setattr(refit_module, "fit_gp", counted(refit_module.fit_gp, False))
+    monkeypatch.setattr(FitProcess, "fit", counted(FitProcess.fit, True))
     record = abo.create_study(
         SPACE,
         strategy="qlognei",
@@ -105,15 +110,14 @@ def test_background_never_lags_more_than_max_staleness(monkeypatch: pytest.Monke
         strategy_options={"raw_samples": 64, "num_restarts": 2},
     )
     study = Study(storage, base.record)
-    real_fit = refit_module.fit_gp
+    real_fit = FitProcess.fit
     hold = threading.Event()
 
     def slow_background_fit(*args: object, **kwargs: object):
-        if threading.current_thread().name == "abo-refit":
-            hold.wait(5)  # a refit that cannot keep up
+        hold.wait(1)  # a refit (in the child process) that cannot keep up
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(refit_module, "fit_gp", slow_background_fit)
+    monkeypatch.setattr(FitProcess, "fit", slow_background_fit)
     for _ in range(9):
         t = study.ask()
         if "fit_observations" in t.info:
@@ -195,3 +199,28 @@ def test_every_entry_point_defaults_max_exact_to_the_surrogates_cap() -> None:
 
     assert StudyConfig().max_exact == refit_module.MAX_EXACT
     assert StudyCreate(name="s", space={}).max_exact == refit_module.MAX_EXACT
+
+
+@pytest.mark.slow
+def test_background_refits_run_in_a_child_process_and_match_a_fit_here() -> None:
+    """The refit's fit happens in another process (not holding this interpreter's lock) and
+    gives the hyperparameters the same fit here would."""
+    import os
+
+    manager = refit_module.ModelManager("auto", mode="background", max_staleness=50)
+    gen = torch.Generator().manual_seed(5)
+    X = torch.rand(40, 2, generator=gen, dtype=torch.double)
+    Y = -((X - 0.4) ** 2).sum(-1, keepdim=True)
+    first, _ = manager.model(tuple(range(30)), X[:30], Y[:30])  # the first fit, here
+    assert manager.fit_process is not None and manager.fit_process.pid is None
+    manager.model(tuple(range(40)), X, Y)  # ten new observations start a background refit
+    manager.wait()
+    pid = manager.fit_process.pid
+    assert pid is not None and pid != os.getpid() and manager.fit_process.fits == 1
+    remote = manager._latest.fitted  # type: ignore[union-attr]
+    assert remote.n == 40 and manager.refits == 2
+    full = refit_module.full_refit_due(30, 40)
+    here = refit_module.fit_gp(X, Y, previous=first, full=full, seed=40)
+    assert refit_module.export_hypers(remote.model) == refit_module.export_hypers(here.model)
+    manager.fit_process.close()
+    assert manager.fit_process.pid is None

@@ -55,6 +55,11 @@ class Executor(Protocol):
         """Stop an evaluation (a running one too, where the backend can)."""
         ...
 
+    def withdraw(self, future: Future) -> bool:
+        """Cancel an evaluation that has not started yet; ``False`` (and nothing done) if it
+        is running or finished. Lets the loop drop what waits in the queue when it stops."""
+        ...
+
     def close(self) -> None:
         """Release what the executor started (clusters, threads)."""
         ...

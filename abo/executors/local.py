@@ -46,6 +46,9 @@ class ThreadExecutor:
         """Cancel a queued evaluation; a running thread cannot be stopped and runs out."""
         future.cancel()
 
+    def withdraw(self, future: Future) -> bool:
+        return bool(future.cancel())  # False once a thread has picked it up
+
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 

@@ -97,3 +97,34 @@ def test_trial_timeout_restarts_the_worker_and_continues(executor: DaskExecutor)
     assert time.time() - start < 300  # cut off (restarting a worker can take ~30 s)
     assert study.trial(1).state is TrialState.FAILED and study.trial(1).reason == "timeout"
     assert result.n_done + result.n_failed == 4
+
+
+def test_cancelling_a_queued_evaluation_leaves_the_running_one_alone() -> None:
+    """With two evaluations on one worker (one running, one on deck), cancelling the queued
+    one must not restart the worker and lose the running one."""
+    with DaskExecutor(n_workers=1) as ex:
+        running = ex.submit(_sleepy, {"x": 0.5}, key="running")
+        deadline = time.time() + 30
+        while not ex.client.processing().get(next(iter(ex.client.processing())), ()):
+            assert time.time() < deadline
+            time.sleep(0.05)
+        queued = ex.submit(_sleepy, {"x": 0.25}, key="queued")
+        time.sleep(0.3)  # assigned to the worker behind the running one
+        ex.cancel(queued)
+        assert ex.outcome(running) == 0.5
+        assert queued.cancelled()
+
+
+def test_abos_local_cluster_runs_without_dasks_per_task_housekeeping() -> None:
+    """Evaluations are long black boxes: the statistical profiler is off and the monitors are
+    slowed down on every worker of the cluster abo starts (they cost a core at 32 workers)."""
+    import dask
+
+    def settings() -> tuple:
+        return (
+            dask.config.get("distributed.worker.profile.enabled"),
+            dask.config.get("distributed.admin.tick.interval"),
+        )
+
+    with DaskExecutor(n_workers=2) as ex:
+        assert set(ex.client.run(settings).values()) == {(False, "1s")}

@@ -1,0 +1,54 @@
+"""The refit child process: fits like ``fit_gp`` here, survives its own death, reports errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+
+from abo.exceptions import SurrogateFitError
+from abo.fitproc import FitProcess
+from abo.refit import export_hypers
+from abo.surrogate import fit_gp
+
+pytestmark = pytest.mark.slow
+
+
+def _data(n: int = 25) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(n)
+    X = torch.rand(n, 3, generator=gen, dtype=torch.double)
+    return X, torch.sin(5 * X).sum(-1, keepdim=True)
+
+
+def test_a_fit_in_the_child_equals_the_same_fit_here_and_a_dead_child_is_replaced() -> None:
+    X, Y = _data()
+    proc = FitProcess()
+    try:
+        hypers, warm = proc.fit(X, Y, "auto", None, full=True, seed=7)
+        assert hypers == export_hypers(fit_gp(X, Y, "auto", full=True, seed=7).model)
+        assert warm is False  # a cold start has no warm start to win
+        first = proc.pid
+        assert first is not None and first != os.getpid()
+        os.kill(first, signal.SIGKILL)
+        with pytest.raises(SurrogateFitError, match="refit process"):
+            proc.fit(X, Y, "auto", hypers, full=False, seed=7)
+        again, warm = proc.fit(X, Y, "auto", hypers, full=False, seed=7)  # a fresh child
+        assert proc.pid not in (None, first) and warm is True and again.keys() == hypers.keys()
+    finally:
+        proc.close()
+    assert proc.pid is None
+
+
+def test_a_failed_fit_is_reported_with_its_reason_and_the_child_lives_on() -> None:
+    X, Y = _data()
+    proc = FitProcess()
+    try:
+        with pytest.raises(SurrogateFitError, match="noise"):
+            proc.fit(X, Y, "loud", None, full=False, seed=0)
+        pid = proc.pid
+        hypers, _ = proc.fit(X, Y, "deterministic", None, full=False, seed=0)
+        assert proc.pid == pid and hypers  # the same child served the next fit
+    finally:
+        proc.close()
