@@ -13,6 +13,7 @@ stderr); it exits when its stdin closes, which is also what happens when the par
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import subprocess
@@ -28,12 +29,28 @@ from abo.exceptions import SurrogateFitError
 
 
 class FitProcess:
-    """Fits GP hyperparameters in a child process, one fit at a time (thread-safe)."""
+    """Fits GP hyperparameters in a child process, one fit at a time (thread-safe).
+
+    ``FitProcess.shared()`` is the one a process's studies use: one child (torch loaded:
+    a few hundred MiB) however many studies a service holds; their refits take turns.
+    """
+
+    _shared: FitProcess | None = None
+    _shared_lock = threading.Lock()
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self.fits = 0
+
+    @classmethod
+    def shared(cls) -> FitProcess:
+        """This process's refit child (started on its first fit, stopped at exit)."""
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+                atexit.register(cls._shared.close)
+            return cls._shared
 
     @property
     def pid(self) -> int | None:

@@ -126,9 +126,7 @@ class ModelManager:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.refits = 0  # completed hyperparameter fits (for tests and benchmarks)
-        self.fit_process = FitProcess() if mode == "background" else None
-        if self.fit_process is not None:
-            weakref.finalize(self, self.fit_process.close)
+        self.fit_process = FitProcess.shared() if mode == "background" else None
 
     def staleness_bound(self, n: int) -> int:
         """The most observations the proposing hyperparameters may lag ``n`` observations:

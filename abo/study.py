@@ -494,8 +494,10 @@ class Study:
             timeout: stop submitting after this many seconds.
             **options: ``trial_timeout``, ``guard`` (``abo.loop.FailureGuard`` or ``None``),
                 ``grace`` (seconds to wait for running trials when stopped), ``lookahead``
-                (trials proposed ahead in a background thread, so a freed worker never waits
-                for a proposal; pair it with ``refit="background"`` for large studies).
+                (evaluations proposed ahead in a background thread and queued at the
+                executor beyond the workers, so a freed worker starts the next at once; about
+                twice the workers for fast evaluations; pair it with ``refit="background"``
+                and a large ``max_staleness`` for large or fast studies).
         """
         from abo.loop import run
 

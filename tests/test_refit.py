@@ -212,11 +212,12 @@ def test_background_refits_run_in_a_child_process_and_match_a_fit_here() -> None
     X = torch.rand(40, 2, generator=gen, dtype=torch.double)
     Y = -((X - 0.4) ** 2).sum(-1, keepdim=True)
     first, _ = manager.model(tuple(range(30)), X[:30], Y[:30])  # the first fit, here
-    assert manager.fit_process is not None and manager.fit_process.pid is None
+    assert manager.fit_process is refit_module.FitProcess.shared()  # one child per process
+    before = manager.fit_process.fits
     manager.model(tuple(range(40)), X, Y)  # ten new observations start a background refit
     manager.wait()
     pid = manager.fit_process.pid
-    assert pid is not None and pid != os.getpid() and manager.fit_process.fits == 1
+    assert pid is not None and pid != os.getpid() and manager.fit_process.fits == before + 1
     remote = manager._latest.fitted  # type: ignore[union-attr]
     assert remote.n == 40 and manager.refits == 2
     full = refit_module.full_refit_due(30, 40)

@@ -106,7 +106,7 @@ class _State:
 
     Studies are opened with ``refit="background"``: an ask never waits for a GP fit; it
     proposes from the newest hyperparameters conditioned on the current data while one thread
-    refits (see ``abo.refit``).
+    refits, its fit running in a child process (see ``abo.refit`` and ``abo.fitproc``).
     """
 
     def __init__(self, storage: Storage) -> None:
