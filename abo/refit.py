@@ -18,8 +18,9 @@ Two policies, chosen per study (``create_study(..., refit=...)``) or per process
   and early data move the hyperparameters most); a study with many fast workers sets a
   larger bound so that asks never wait for a slow refit.
   A refit starts once the data have grown by ``refit_step`` (one observation while fits are
-  cheap, 5 % of the data beyond 40). Proposals depend on timing, so this mode trades
-  reproducibility for latency.
+  cheap, 5 % of the data beyond 40), or by half the staleness bound if that comes first, so
+  that a refit normally ends before an ask would have to wait for one. Proposals depend on
+  timing, so this mode trades reproducibility for latency.
 * ``"full"``: like ``"sync"``, but every refit is a full multi-start one (the slowest and most
   thorough; the reference the benchmarks hold the cheaper policies to).
 
@@ -126,6 +127,7 @@ class ModelManager:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.refits = 0  # completed hyperparameter fits (for tests and benchmarks)
+        self.waits = 0  # asks that had to wait for a fit (the lag passed the bound)
         self.fit_process = FitProcess.shared() if mode == "background" else None
 
     def staleness_bound(self, n: int) -> int:
@@ -224,6 +226,9 @@ class ModelManager:
             return latest.fitted, latest.fitted.n
         bound = self.staleness_bound(X.shape[0])
         if latest is None or X.shape[0] - latest.fitted.n > bound:
+            if latest is not None:
+                with self._lock:
+                    self.waits += 1
             self.wait()  # never two refits at once: let a running one finish first
             with self._lock:
                 latest = self._latest
@@ -234,12 +239,14 @@ class ModelManager:
                 else:
                     previous = latest.fitted if latest else None
                     n_prev = latest.fitted.n if latest else None
-                fitted = self._fit(X, Y, previous, n_prev)
+                # in the child too: this thread waits on a pipe, not holding the interpreter
+                fitted = self._fit(X, Y, previous, n_prev, elsewhere=latest is not None)
                 with self._lock:
                     self._latest = _Fit(fitted, key)
                 return fitted, fitted.n
         assert latest is not None
-        if X.shape[0] - latest.fitted.n >= refit_step(latest.fitted.n):
+        lag = X.shape[0] - latest.fitted.n
+        if lag >= min(refit_step(latest.fitted.n), max(1, bound // 2)):
             self._start_refit(key, X, Y)
         hypers = export_hypers(latest.fitted.model)
         conditioned = self._condition(X, Y, hypers)

@@ -225,3 +225,25 @@ def test_background_refits_run_in_a_child_process_and_match_a_fit_here() -> None
     assert refit_module.export_hypers(remote.model) == refit_module.export_hypers(here.model)
     manager.fit_process.close()
     assert manager.fit_process.pid is None
+
+
+@pytest.mark.slow
+def test_past_a_few_hundred_observations_background_refits_keep_asks_from_waiting() -> None:
+    """5 % of the data outgrows the default staleness bound (20) past 400 observations; a
+    refit then starts at half the bound, so asks do not stop to fit every 21 results."""
+    storage = abo.storage.SQLStorage(None)
+    study = abo.create_study(
+        SPACE, storage=storage, seed=4, n_initial=1, refit="background", max_exact=60,
+        strategy_options={"raw_samples": 32, "num_restarts": 1},
+    )  # fmt: skip
+    gen = torch.Generator().manual_seed(4)
+    for x, y in torch.rand(450, 2, generator=gen, dtype=torch.double).tolist():
+        study.add({"x": x, "y": y}, _f({"x": x, "y": y}))
+    asker = Study(storage, study.record, refit="background")
+    manager = asker._models
+    for _ in range(45):
+        t = asker.ask()
+        assert t.info["n_observations"] - t.info["fit_observations"] <= 20
+        asker.tell(t.id, _f(t.params))
+        manager.wait(30)  # the refit a slow machine runs does not count against the ask
+    assert manager.waits == 0 and manager.refits >= 4  # first fit, then every 10 results
