@@ -123,7 +123,7 @@ class DaskExecutor:
         future.cancel()
         if busy:
             try:
-                self.client.restart_workers(busy, timeout=30, raise_for_error=False)
+                self.client.restart_workers(busy, timeout=10, raise_for_error=False)
             except Exception:  # noqa: BLE001 - no nanny (remote workers): the task runs out
                 pass
 
