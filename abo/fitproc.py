@@ -28,6 +28,10 @@ from torch import Tensor
 from abo.exceptions import SurrogateFitError
 
 
+class FitProcessDied(SurrogateFitError):
+    """The child exited or broke its pipe during a fit: the fit may be retried here."""
+
+
 class FitProcess:
     """Fits GP hyperparameters in a child process, one fit at a time (thread-safe).
 
@@ -81,7 +85,8 @@ class FitProcess:
         Returns the fitted raw hyperparameters and whether the warm start won.
 
         Raises:
-            SurrogateFitError: the fit failed, or the child died (the next fit restarts it).
+            SurrogateFitError: the fit failed (it would fail anywhere).
+            FitProcessDied: the child died (the next fit restarts it).
         """
         request = {
             "X": X.detach().cpu(), "Y": Y.detach().cpu(), "noise": noise,
@@ -97,7 +102,7 @@ class FitProcess:
                 reply = pickle.load(proc.stdout)
             except (OSError, EOFError, pickle.UnpicklingError) as exc:
                 self._kill()
-                raise SurrogateFitError(f"refit process: died during a fit ({exc!r})") from exc
+                raise FitProcessDied(f"refit process: died during a fit ({exc!r})") from exc
             self.fits += 1
         if "error" in reply:
             raise SurrogateFitError(reply["error"])

@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 
 from abo.exceptions import AboWarning, SurrogateFitError
-from abo.fitproc import FitProcess
+from abo.fitproc import FitProcess, FitProcessDied
 from abo.surrogate import MAX_EXACT, FittedModel, _build, fit_gp, subset
 
 REFIT_MODES = ("sync", "background", "full")
@@ -205,11 +205,9 @@ class ModelManager:
                     X[idx], Y[idx], self.noise, start, full, seed=n,
                     threads=torch.get_num_threads(),
                 )  # fmt: skip
-                model = condition(X[idx], Y[idx], self.noise, hypers).model
-                fitted = FittedModel(model=model, n=n, warm=warm)
-            except SurrogateFitError as exc:
-                if "refit process" not in str(exc):
-                    raise  # the fit itself failed: it would fail here too
+                fitted = FittedModel(condition(X[idx], Y[idx], self.noise, hypers).model, n, warm)
+            except FitProcessDied:
+                pass  # fit here instead (a failed fit itself is raised: it would fail here too)
         if fitted is None:
             fitted = fit_gp(X[idx], Y[idx], noise=self.noise, previous=previous, full=full, seed=n)
         with self._lock:

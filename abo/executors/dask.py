@@ -110,16 +110,7 @@ class DaskExecutor:
 
     def cancel(self, future: Future) -> None:
         """Cancel the evaluation; if a worker is already running it, restart that worker."""
-        key = getattr(future, "key", None)
-        busy = []
-        try:
-            processing = self.client.processing()
-            busy = [addr for addr, keys in processing.items() if key in keys]
-            if busy:  # assigned to a worker; restart it only if it is running it, not queued
-                running = self.client.run(_executing, key, workers=busy)
-                busy = [addr for addr, yes in running.items() if yes]
-        except Exception:  # noqa: BLE001 - best effort: the scheduler may be gone
-            pass
+        busy = self._running_on(future)
         future.cancel()
         if busy:
             try:
@@ -129,18 +120,24 @@ class DaskExecutor:
 
     def withdraw(self, future: Future) -> bool:
         """Cancel the evaluation unless a worker is already running it."""
-        if future.done():
+        if future.done() or self._running_on(future):
             return False
+        future.cancel()
+        return True
+
+    def _running_on(self, future: Future) -> list[str]:
+        """Workers running the evaluation now (not merely holding it on deck); [] if the
+        scheduler cannot tell (it may be gone: then nothing will start it either)."""
         key = getattr(future, "key", None)
         try:
             processing = self.client.processing()
             holders = [addr for addr, keys in processing.items() if key in keys]
-            if holders and any(self.client.run(_executing, key, workers=holders).values()):
-                return False
-        except Exception:  # noqa: BLE001 - the scheduler may be gone: nothing will start
-            pass
-        future.cancel()
-        return True
+            if not holders:
+                return []
+            running = self.client.run(_executing, key, workers=holders)
+            return [addr for addr, yes in running.items() if yes]
+        except Exception:  # noqa: BLE001 - best effort
+            return []
 
     def close(self) -> None:
         if self._own_client:
