@@ -7,32 +7,46 @@ Example:
     >>> trial = study.ask()
     >>> sorted(trial.params)
     ['kind', 'x']
+
+The public names are imported on first use (PEP 562), so ``import abo`` (and the ``abo``
+commands that only read a storage) do not pay for torch, BoTorch and Dask up front.
 """
 
-from abo.command import Command
-from abo.exceptions import (
-    AboError,
-    AboWarning,
-    ConfigError,
-    DuplicatedStudyError,
-    FailureRateExceeded,
-    InvalidValueError,
-    SearchSpaceError,
-    StorageError,
-    StudyNotFoundError,
-    SurrogateFitError,
-    TrialFailure,
-    TrialNotFoundError,
-    TrialStateError,
-    UnknownStrategyError,
-)
-from abo.loop import OptimizeResult
-from abo.registry import strategies
-from abo.space import Categorical, Float, Int, Space
-from abo.study import Study, create_study, load_study
-from abo.trial import Trial, TrialState
+import importlib as _importlib
+import typing as _typing
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "AboError": "abo.exceptions",
+    "AboWarning": "abo.exceptions",
+    "Categorical": "abo.space",
+    "Command": "abo.command",
+    "ConfigError": "abo.exceptions",
+    "DuplicatedStudyError": "abo.exceptions",
+    "FailureRateExceeded": "abo.exceptions",
+    "Float": "abo.space",
+    "Int": "abo.space",
+    "InvalidValueError": "abo.exceptions",
+    "OptimizeResult": "abo.loop",
+    "SearchSpaceError": "abo.exceptions",
+    "Space": "abo.space",
+    "StorageError": "abo.exceptions",
+    "Study": "abo.study",
+    "StudyNotFoundError": "abo.exceptions",
+    "SurrogateFitError": "abo.exceptions",
+    "Trial": "abo.trial",
+    "TrialFailure": "abo.exceptions",
+    "TrialNotFoundError": "abo.exceptions",
+    "TrialState": "abo.trial",
+    "TrialStateError": "abo.exceptions",
+    "UnknownStrategyError": "abo.exceptions",
+    "create_study": "abo.study",
+    "delete_study": "abo.study",
+    "load_study": "abo.study",
+    "strategies": "abo.registry",
+}
 
 __all__ = [
     "AboError",
@@ -60,6 +74,46 @@ __all__ = [
     "UnknownStrategyError",
     "__version__",
     "create_study",
+    "delete_study",
     "load_study",
     "strategies",
 ]
+
+if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; __getattr__ imports at run time
+    from abo.command import Command
+    from abo.exceptions import (
+        AboError,
+        AboWarning,
+        ConfigError,
+        DuplicatedStudyError,
+        FailureRateExceeded,
+        InvalidValueError,
+        SearchSpaceError,
+        StorageError,
+        StudyNotFoundError,
+        SurrogateFitError,
+        TrialFailure,
+        TrialNotFoundError,
+        TrialStateError,
+        UnknownStrategyError,
+    )
+    from abo.loop import OptimizeResult
+    from abo.registry import strategies
+    from abo.space import Categorical, Float, Int, Space
+    from abo.study import Study, create_study, delete_study, load_study
+    from abo.trial import Trial, TrialState
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name from its module on first use and keep it (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'abo' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's own names and every public name, imported or not."""
+    return sorted({*(n for n in globals() if not n.startswith("_")), *__all__})

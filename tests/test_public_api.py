@@ -34,6 +34,7 @@ CURATED = {
     "UnknownStrategyError",
     "__version__",
     "create_study",
+    "delete_study",
     "load_study",
     "strategies",
 }
@@ -110,3 +111,29 @@ def test_strategies_maps_names_to_one_line_descriptions() -> None:
 
 def test_version_is_a_string() -> None:
     assert isinstance(abo.__version__, str) and abo.__version__.count(".") >= 1
+
+
+def test_import_abo_is_lazy_and_dir_lists_every_public_name() -> None:
+    """``import abo`` loads no torch, BoTorch or Dask: the names are imported on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, abo\n"
+        "heavy = ['torch', 'botorch', 'gpytorch', 'distributed', 'sqlalchemy', 'abo.study']\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "print(sorted(set(abo.__all__) - set(dir(abo))))\n"
+        "from abo import strategies, Study\n"
+        "print(callable(strategies), Study.__module__, 'abo.study' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[]", "[]", "True abo.study True"]
+
+
+def test_a_submodule_import_does_not_hide_a_public_name() -> None:
+    import abo.registry  # noqa: F401 - the submodule import sets abo.registry, not abo.strategies
+
+    assert callable(abo.strategies) and abo.strategies is abo.registry.strategies
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = abo.no_such_name  # type: ignore[attr-defined]
