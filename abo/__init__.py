@@ -13,6 +13,7 @@ commands that only read a storage) do not pay for torch, BoTorch and Dask up fro
 """
 
 import importlib as _importlib
+import importlib.util as _importlib_util
 import typing as _typing
 
 __version__ = "0.1.0"
@@ -105,13 +106,16 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; __getattr__ import
 
 
 def __getattr__(name: str) -> object:
-    """Import a public name from its module on first use and keep it (PEP 562)."""
+    """Import a public name from its module on first use and keep it (PEP 562); a submodule
+    (``abo.storage``) imports on first use too, as it did when ``import abo`` loaded them all."""
     module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'abo' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    if module is not None:
+        value = getattr(_importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_") and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'abo' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
