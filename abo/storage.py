@@ -16,17 +16,29 @@ The contract every backend keeps:
   (``retry_of``) while its attempt is below the study's ``max_retries``.
 * **Only finite values.** Callers validate; the storage never holds NaN or infinity, so no
   listing can fail on a stored value.
+* **A record is checked before use.** Every call that takes a ``StudyRecord`` first checks
+  that the study it names still exists as it was opened (same id *and* creation time); a
+  study deleted, or deleted and created again under the same name, by another process raises
+  ``StudyNotFoundError`` instead of reading or writing the wrong study.
+* **Refuse rather than lose.** A SQLite file deleted or replaced while open makes every later
+  call raise ``StorageError`` (writes would go to a file nobody will ever read again); files
+  that turned read-only or immutable make calls raise ``StorageError`` until they are
+  writable again (never a crash: SQLite would fault on its memory-mapped index otherwise).
+  ``check_writable`` says whether a write would succeed now. Error messages never carry SQL.
 
 ``storage=None`` is an in-memory SQLite database: the same code, nothing on disk.
 """
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import math
 import os
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -137,8 +149,12 @@ class Storage(ABC):
         """Every study, oldest first."""
 
     @abstractmethod
-    def delete_study(self, name: str) -> None:
-        """Remove a study with its trials."""
+    def delete_study(self, name: str, expected: StudyRecord | None = None) -> None:
+        """Remove a study with its trials (only the very study ``expected``, when given)."""
+
+    @abstractmethod
+    def check_writable(self) -> None:
+        """Raise ``StorageError`` saying why, unless a write would succeed now."""
 
     @abstractmethod
     def reap(self, study: StudyRecord, now: float | None = None) -> list[Trial]:
@@ -146,7 +162,10 @@ class Storage(ABC):
 
     @abstractmethod
     def mark_lost(self, study: StudyRecord, trial_id: int, reason: str) -> Trial:
-        """Mark one running trial ``lost`` (the infrastructure failed) and re-queue it."""
+        """Mark one running trial ``lost`` (the infrastructure failed) and re-queue it.
+
+        Idempotent for a trial already lost; ``TrialStateError`` for a done or failed one.
+        """
 
     @abstractmethod
     def start_queued(self, study: StudyRecord, n: int, info: dict[str, Any]) -> list[Trial]:
@@ -179,16 +198,19 @@ class Storage(ABC):
         value: float,
         info: dict[str, Any],
         user: dict[str, Any],
+        unique: bool = False,
     ) -> Trial:
-        """Record a known result as a finished trial."""
+        """Record a known result as a finished trial; with ``unique``, a done trial of equal
+        parameters and value is returned instead (checked in the same transaction)."""
 
     @abstractmethod
     def heartbeat(self, study: StudyRecord, trial_id: int) -> Trial:
         """Extend a running trial's lease by the study's ``lease_seconds``."""
 
     @abstractmethod
-    def enqueue(self, study: StudyRecord, point: QueuedPoint) -> None:
-        """Queue parameters to be handed out by the next ask."""
+    def enqueue(self, study: StudyRecord, point: QueuedPoint, unique: bool = False) -> bool:
+        """Queue parameters to be handed out by the next ask; ``False`` when ``unique`` and
+        the study already has them (queued, or a trial that is not lost)."""
 
     @abstractmethod
     def queued(self, study: StudyRecord) -> list[QueuedPoint]:
@@ -289,6 +311,97 @@ def dumps(obj: Any) -> str:
     return json.dumps(_clean(obj), allow_nan=False, separators=(",", ":"))
 
 
+def _describe(exc: BaseException) -> str:
+    """What went wrong, in one line and without the SQL statement SQLAlchemy appends."""
+    orig = getattr(exc, "orig", None) or exc
+    lines = [ln.strip() for ln in str(orig).splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if first.startswith("(") and ") " in first:  # SQLAlchemy's "(module.Error) text" form
+        first = first.split(") ", 1)[1]
+    if "[SQL:" in first:
+        first = first.split("[SQL:", 1)[0].strip()
+    return f"{type(orig).__name__}: {first}" if first else type(orig).__name__
+
+
+class _FileGuard:
+    """Watches the SQLite file of a storage: its identity and whether it can be written.
+
+    A file deleted or replaced while open is final (``broken``): the open connections would
+    keep writing to a file that is gone. Files that cannot be written (read-only, immutable)
+    are refused until they can be again, *before* SQLite touches them: SQLite maps its
+    ``-shm`` index into memory, and reading or closing a connection whose files became
+    immutable faults the process (SIGBUS). For the same reason connections are never closed
+    while the files are not writable (they are pinned: a few objects leak, the process lives).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.identity: tuple[int, int] | None = None
+        self.broken: str | None = None
+        self.connections: list[Any] = []
+        self._pinned: set[int] = set()
+
+    def arm(self) -> None:
+        """Remember the file's identity (after it exists)."""
+        st = os.stat(self.path)
+        self.identity = (st.st_dev, st.st_ino)
+
+    def _unwritable(self) -> list[str]:
+        files = [self.path, self.path + "-wal", self.path + "-shm"]
+        bad = [f for f in files if os.path.exists(f) and not os.access(f, os.W_OK)]
+        folder = os.path.dirname(self.path) or "."
+        if not os.path.exists(files[1]) and not os.access(folder, os.W_OK):
+            bad.append(folder)  # SQLite must create its -wal and -shm files there
+        return bad
+
+    def check(self) -> None:
+        """Raise ``StorageError`` unless the file is the one opened and can be written."""
+        if self.broken is not None:
+            raise StorageError(self.broken)
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.broken = (
+                f"storage: the database file {self.path} was deleted while abo had it open; "
+                "abo refuses every call from now on, because what it wrote would be lost "
+                "(restore the file, or restart on a new one)"
+            )
+            raise StorageError(self.broken) from None
+        if self.identity is not None and (st.st_dev, st.st_ino) != self.identity:
+            self.broken = (
+                f"storage: the database file {self.path} was replaced by another file while "
+                "abo had it open; abo refuses every call from now on (restart to use the new "
+                "file)"
+            )
+            raise StorageError(self.broken)
+        bad = self._unwritable()
+        if bad:
+            self.pin()
+            raise StorageError(
+                f"storage: {', '.join(bad)} cannot be written (read-only or immutable); abo "
+                "refuses to read or write it until it can be written again"
+            )
+
+    def pin(self) -> None:
+        """Keep every connection open for good (see the class docstring)."""
+        for conn in self.connections:
+            if id(conn) not in self._pinned:
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
+                self._pinned.add(id(conn))
+
+
+_GUARDS: weakref.WeakSet[SQLStorage] = weakref.WeakSet()
+
+
+@atexit.register
+def _pin_unwritable_at_exit() -> None:
+    """At exit, leave open the connections of files that cannot be written (no SIGBUS)."""
+    for storage in list(_GUARDS):
+        guard = storage._guard
+        if guard is not None and guard.broken is None and guard._unwritable():
+            guard.pin()
+
+
 def _redact(url: str) -> str:
     try:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
@@ -318,8 +431,19 @@ class SQLStorage(Storage):
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url
+        self._guard: _FileGuard | None = None
         self._engine = self._make_engine(url)
         self._sqlite = self._engine.dialect.name == "sqlite"
+        database = self._engine.url.database if self._sqlite else None
+        if database and database != ":memory:" and not database.startswith("file:"):
+            self._guard = _FileGuard(os.path.abspath(database))
+            guard = self._guard
+
+            @event.listens_for(self._engine, "connect")
+            def _track(dbapi_conn: Any, _record: Any) -> None:
+                guard.connections.append(dbapi_conn)
+
+            _GUARDS.add(self)
         # SQLite serialises writers itself; this lock only spares threads of one process
         # from queueing on its busy timeout (and guards the single in-memory connection).
         self._lock: threading.RLock | None = threading.RLock() if self._sqlite else None
@@ -345,7 +469,7 @@ class SQLStorage(Storage):
                 parsed = sa.engine.make_url(url)
                 if parsed.get_backend_name() == "sqlite":
                     path = parsed.database
-                    if path and path != ":memory:":
+                    if path and path != ":memory:" and not path.startswith("file:"):
                         folder = os.path.dirname(os.path.abspath(path))
                         if not os.path.isdir(folder):
                             raise StorageError(
@@ -382,6 +506,8 @@ class SQLStorage(Storage):
         return engine
 
     def _init_schema(self) -> None:
+        if self._guard is not None and os.path.exists(self._guard.path):
+            self._guard.check()  # never let SQLite open files it cannot write (SIGBUS)
         try:
             for attempt in range(5):
                 try:
@@ -401,7 +527,7 @@ class SQLStorage(Storage):
                                 f"storage: schema version {row[0]} in {_redact(str(self.url))}, "
                                 f"this abo reads version {SCHEMA_VERSION}"
                             )
-                    return
+                    break
                 except IntegrityError:
                     if attempt == 4:  # two processes creating the schema at once
                         raise
@@ -409,28 +535,62 @@ class SQLStorage(Storage):
         except StorageError:
             raise
         except SQLAlchemyError as exc:
-            raise StorageError(f"storage: cannot open {_redact(str(self.url))}: {exc}") from exc
+            raise StorageError(
+                f"storage: cannot open {_redact(str(self.url))}: {_describe(exc)}"
+            ) from exc
+        if self._guard is not None:
+            self._guard.arm()
 
     @contextmanager
-    def _tx(self, study: StudyRecord | None = None) -> Iterator[Connection]:
-        """One committed transaction, serialised per study (see the module docstring)."""
+    def _tx(self, study: StudyRecord | None = None, lock: bool = True) -> Iterator[Connection]:
+        """One committed transaction, serialised per study (see the module docstring).
+
+        With a ``study``, the transaction first checks that the study is still the one that
+        record was read from (``StudyNotFoundError`` otherwise); ``lock=False`` (reads) does
+        not take PostgreSQL's row lock on it.
+        """
         with self._lock if self._lock is not None else nullcontext():
+            if self._guard is not None and self._guard.identity is not None:
+                self._guard.check()  # not before the file exists (a new database)
             try:
                 with self._engine.begin() as conn:
-                    if study is not None and not self._sqlite:
-                        conn.execute(
-                            sa.select(_studies.c.id)
-                            .where(_studies.c.id == study.id)
-                            .with_for_update()
-                        )
+                    if study is not None:
+                        self._check_study(conn, study, lock and not self._sqlite)
                     yield conn
             except (AboError, IntegrityError):
                 raise
             except SQLAlchemyError as exc:
-                raise StorageError(f"storage: {type(exc).__name__}: {exc}") from exc
+                raise StorageError(f"storage: {_describe(exc)}") from exc
+
+    @staticmethod
+    def _check_study(conn: Connection, study: StudyRecord, lock: bool) -> None:
+        query = sa.select(_studies.c.id).where(
+            _studies.c.id == study.id, _studies.c.created_at == study.created_at
+        )
+        if conn.execute(query.with_for_update() if lock else query).first() is not None:
+            return
+        again = conn.execute(sa.select(_studies.c.id).where(_studies.c.name == study.name)).first()
+        raise StudyNotFoundError(
+            f"name: study {study.name!r} was deleted"
+            + (" and created again" if again is not None else "")
+            + " since it was opened"
+            + ("; load it again to use the new one" if again is not None else "")
+        )
+
+    def check_writable(self) -> None:
+        """Raise ``StorageError`` unless a write would succeed now (a real, empty write)."""
+        with self._tx() as conn:
+            conn.execute(
+                _meta.update().where(_meta.c.key == "schema_version").values(value=_meta.c.value)
+            )
 
     def dispose(self) -> None:
-        """Close every pooled connection (the storage is unusable afterwards)."""
+        """Close every pooled connection (the storage is unusable afterwards).
+
+        Connections to files that cannot be written stay open (see ``_FileGuard``)."""
+        if self._guard is not None and self._guard._unwritable():
+            self._guard.pin()
+            return
         self._engine.dispose()
 
     # -- conversion -------------------------------------------------------------------------
@@ -516,8 +676,8 @@ class SQLStorage(Storage):
             rows = conn.execute(sa.select(_studies).order_by(_studies.c.id)).all()
         return [self._study_from_row(r) for r in rows]
 
-    def delete_study(self, name: str) -> None:
-        study = self.load_study(name)
+    def delete_study(self, name: str, expected: StudyRecord | None = None) -> None:
+        study = self.load_study(name) if expected is None else expected
         with self._tx(study) as conn:
             conn.execute(_trials.delete().where(_trials.c.study_id == study.id))
             conn.execute(_queue.delete().where(_queue.c.study_id == study.id))
@@ -639,6 +799,11 @@ class SQLStorage(Storage):
     def mark_lost(self, study: StudyRecord, trial_id: int, reason: str) -> Trial:
         with self._tx(study) as conn:
             trial = self._get(conn, study, trial_id)
+            if trial.state in (TrialState.DONE, TrialState.FAILED):
+                raise TrialStateError(
+                    f"trial_id: trial {trial_id} is already {trial.state}; "
+                    "only a running trial can be lost"
+                )
             if trial.state is TrialState.RUNNING:
                 self._lose(conn, study, [trial], reason)
             return self._get(conn, study, trial_id)
@@ -664,7 +829,7 @@ class SQLStorage(Storage):
                         "params": json.loads(r.params),
                         "retry_of": r.retry_of,
                         "attempt": r.attempt,
-                        "info": {**info, **json.loads(r.info)},
+                        "info": {**info, **json.loads(r.info)},  # the queue's record wins
                     }
                     for r in rows
                 ],
@@ -685,8 +850,14 @@ class SQLStorage(Storage):
         value: float,
         info: dict[str, Any],
         user: dict[str, Any],
+        unique: bool = False,
     ) -> Trial:
         with self._tx(study) as conn:
+            if unique:
+                wanted = json.loads(dumps(params))
+                for t in self._select(conn, study, states=[TrialState.DONE]):
+                    if t.params == wanted and t.value == value:
+                        return t
             return self._insert_trials(
                 conn,
                 study,
@@ -728,7 +899,7 @@ class SQLStorage(Storage):
                         reason=reason,
                         finished_at=time.time(),
                         lease_expires_at=None,
-                        info=dumps({**trial.info, **(info or {})}),
+                        info=dumps({**(info or {}), **trial.info}),  # never overrides
                         user_attrs=dumps({**trial.user, **(user or {})}),
                     )
                 )
@@ -752,13 +923,18 @@ class SQLStorage(Storage):
                 conn.execute(
                     _trials.update()
                     .where(_trials.c.study_id == study.id, _trials.c.number == trial.id)
-                    .values(value=value, info=dumps({**trial.info, **(info or {}), "late": True}))
+                    .values(value=value, info=dumps({**(info or {}), **trial.info, "late": True}))
                 )
                 return self._get(conn, study, trial.id)
             if state is TrialState.DONE and trial.value != value:
                 raise TrialStateError(
                     f"value: trial {trial.id} was lost and already holds a late value "
                     f"{trial.value}, not {value}"
+                )
+            if state is TrialState.FAILED:
+                raise TrialStateError(
+                    f"trial_id: trial {trial.id} is already lost ({trial.reason}); a failure "
+                    "reported after that is not recorded"
                 )
             return trial
         if state is trial.state and (state is TrialState.FAILED or trial.value == value):
@@ -784,8 +960,10 @@ class SQLStorage(Storage):
             )
             return self._get(conn, study, trial_id)
 
-    def enqueue(self, study: StudyRecord, point: QueuedPoint) -> None:
+    def enqueue(self, study: StudyRecord, point: QueuedPoint, unique: bool = False) -> bool:
         with self._tx(study) as conn:
+            if unique and self._has_params(conn, study, json.loads(dumps(point.params))):
+                return False
             conn.execute(
                 _queue.insert().values(
                     study_id=study.id,
@@ -796,9 +974,18 @@ class SQLStorage(Storage):
                     created_at=time.time(),
                 )
             )
+            return True
+
+    def _has_params(self, conn: Connection, study: StudyRecord, params: dict[str, Any]) -> bool:
+        """Whether ``params`` are queued, or the parameters of a trial that is not lost."""
+        rows = conn.execute(sa.select(_queue.c.params).where(_queue.c.study_id == study.id))
+        if any(json.loads(r.params) == params for r in rows):
+            return True
+        live = [TrialState.RUNNING, TrialState.DONE, TrialState.FAILED]
+        return any(t.params == params for t in self._select(conn, study, states=live))
 
     def queued(self, study: StudyRecord) -> list[QueuedPoint]:
-        with self._tx() as conn:
+        with self._tx(study, lock=False) as conn:
             rows = conn.execute(
                 sa.select(_queue).where(_queue.c.study_id == study.id).order_by(_queue.c.id)
             ).all()
@@ -808,15 +995,15 @@ class SQLStorage(Storage):
         ]
 
     def trials(self, study: StudyRecord, states: Sequence[TrialState] | None = None) -> list[Trial]:
-        with self._tx() as conn:
+        with self._tx(study, lock=False) as conn:
             return self._select(conn, study, states=states)
 
     def trial(self, study: StudyRecord, trial_id: int) -> Trial:
-        with self._tx() as conn:
+        with self._tx(study, lock=False) as conn:
             return self._get(conn, study, trial_id)
 
     def count(self, study: StudyRecord) -> int:
-        with self._tx() as conn:
+        with self._tx(study, lock=False) as conn:
             return int(
                 conn.execute(
                     sa.select(sa.func.count()).where(_trials.c.study_id == study.id)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+import abo
 from abo import Float, Int, Space, StorageError, StudyNotFoundError, TrialState, TrialStateError
 from abo.exceptions import DuplicatedStudyError, TrialNotFoundError
 from abo.storage import SCHEMA_VERSION, QueuedPoint, SQLStorage, StudyConfig, StudyRecord
@@ -281,3 +282,206 @@ def test_in_memory_url_is_one_shared_database_across_threads() -> None:
     for t in threads:
         t.join()
     assert not errors
+
+
+# -- a record is checked before use; refuse rather than lose ----------------------------------
+def test_a_deleted_study_is_not_found_by_holders_of_its_record(
+    store: SQLStorage, storage_url: str
+) -> None:
+    study = store.create_study(record("gone"))
+    store.start_trials(study, points(2), [{}] * 2)
+    other = SQLStorage(storage_url)  # another process
+    other.delete_study("gone")
+    for call in (
+        lambda: store.trials(study),
+        lambda: store.count(study),
+        lambda: store.start_trials(study, points(1), [{}]),
+        lambda: store.finish(study, 1, TrialState.DONE, value=1.0),
+        lambda: store.enqueue(study, QueuedPoint(points(1)[0])),
+    ):
+        with pytest.raises(StudyNotFoundError, match="name: study 'gone' was deleted since"):
+            call()
+    other.dispose()
+
+
+def test_a_study_created_again_under_its_name_is_not_the_old_record(
+    store: SQLStorage, storage_url: str
+) -> None:
+    """SQLite reuses the deleted row's id: the creation time tells the two studies apart."""
+    old = store.create_study(record("again"))
+    store.start_trials(old, points(3), [{}] * 3)
+    other = SQLStorage(storage_url)
+    other.delete_study("again")
+    new = other.create_study(
+        StudyRecord("again", Space({"y": Float(5.0, 6.0)}), "maximize", "random", 2, StudyConfig())
+    )
+    with pytest.raises(StudyNotFoundError, match="deleted and created again"):
+        store.start_trials(old, points(2), [{}] * 2)
+    with pytest.raises(StudyNotFoundError, match="load it again"):
+        store.trials(old)
+    assert other.trials(new) == []  # nothing of the old space leaked into the new study
+    assert store.load_study("again").space == new.space
+    with pytest.raises(StudyNotFoundError):
+        store.delete_study("again", expected=old)  # deleting the old record spares the new
+    assert other.load_study("again") == new
+    other.dispose()
+
+
+def test_lose_refuses_finished_trials_and_fail_refuses_lost_ones(store: SQLStorage) -> None:
+    study = store.create_study(record())
+    done, failed, lost = store.start_trials(study, points(3), [{}] * 3)
+    store.finish(study, done.id, TrialState.DONE, value=1.0)
+    store.finish(study, failed.id, TrialState.FAILED, reason="diverged")
+    store.mark_lost(study, lost.id, "worker died")
+    for trial_id, state in ((done.id, "done"), (failed.id, "failed")):
+        with pytest.raises(TrialStateError, match=f"trial_id: trial {trial_id} is already {state}"):
+            store.mark_lost(study, trial_id, "late")
+    with pytest.raises(TrialStateError, match=f"trial {lost.id} is already lost"):
+        store.finish(study, lost.id, TrialState.FAILED, reason="late failure")
+    assert store.mark_lost(study, lost.id, "again").reason == "worker died"  # a repeat: no-op
+    states = [(t.state, t.reason) for t in store.trials(study)]
+    assert states == [
+        (TrialState.DONE, None),
+        (TrialState.FAILED, "diverged"),
+        (TrialState.LOST, "worker died"),
+    ]
+    assert len(store.queued(study)) == 1  # the one retry, not two
+
+
+def test_unique_enqueue_and_add_skip_what_the_study_has(store: SQLStorage) -> None:
+    study = store.create_study(record())
+    p, q = points(2)
+    assert store.enqueue(study, QueuedPoint(p), unique=True)
+    assert not store.enqueue(study, QueuedPoint(p), unique=True)  # queued already
+    (started,) = store.start_queued(study, 1, {})
+    assert not store.enqueue(study, QueuedPoint(p), unique=True)  # a running trial has it
+    store.mark_lost(study, started.id, "worker died")  # its retry is queued...
+    assert not store.enqueue(study, QueuedPoint(p), unique=True)  # ...so it is still had
+    assert store.enqueue(study, QueuedPoint(p), unique=False)  # on purpose: a duplicate
+    assert len(store.queued(study)) == 2
+    first = store.add_done(study, q, 0.5, {}, {}, unique=True)
+    assert store.add_done(study, q, 0.5, {}, {}, unique=True) == first
+    other_value = store.add_done(study, q, 0.7, {}, {}, unique=True)  # a new observation
+    assert other_value.id != first.id
+    assert store.add_done(study, q, 0.5, {}, {}, unique=False).id not in (first.id, other_value.id)
+    assert sum(t.params == q for t in store.trials(study)) == 3
+
+
+def test_storage_errors_never_carry_sql(tmp_path: Path) -> None:
+    path = tmp_path / "ro.db"
+    SQLStorage(f"sqlite:///{path}").dispose()
+    read_only = SQLStorage(f"sqlite:///file:{path}?mode=ro&uri=true")
+    assert read_only.list_studies() == []  # reading a read-only database works
+    with pytest.raises(StorageError) as info:
+        read_only.check_writable()
+    message = str(info.value)
+    assert "readonly" in message.replace("-", "").replace(" ", "").lower(), message
+    for sql in ("UPDATE", "SELECT", "INSERT", "[SQL", "abo_meta"):
+        assert sql not in message
+    with pytest.raises(StorageError) as info:
+        read_only.create_study(record("x"))
+    assert "INSERT" not in str(info.value) and "[SQL" not in str(info.value)
+    read_only.dispose()
+
+
+def test_a_database_file_deleted_while_open_refuses_every_call(tmp_path: Path) -> None:
+    path = tmp_path / "abo.db"
+    store = SQLStorage(f"sqlite:///{path}")
+    study = store.create_study(record())
+    (trial,) = store.start_trials(study, points(1), [{}])
+    store.check_writable()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    for call in (
+        lambda: store.finish(study, trial.id, TrialState.DONE, value=1.0),
+        store.check_writable,
+        lambda: store.trials(study),
+        store.list_studies,
+    ):
+        with pytest.raises(StorageError, match="was deleted while abo had it open"):
+            call()
+    SQLStorage(f"sqlite:///{path}").dispose()  # a new, empty file at the same path...
+    with pytest.raises(StorageError, match="deleted"):
+        store.check_writable()  # ...does not revive the old storage: what it held is gone
+
+
+def test_a_database_file_replaced_while_open_refuses_every_call(tmp_path: Path) -> None:
+    path = tmp_path / "abo.db"
+    store = SQLStorage(f"sqlite:///{path}")
+    study = store.create_study(record())
+    spare = tmp_path / "spare.db"
+    SQLStorage(f"sqlite:///{spare}").dispose()
+    spare.replace(path)
+    with pytest.raises(StorageError, match="replaced by another file"):
+        store.start_trials(study, points(1), [{}])
+    with pytest.raises(StorageError, match="replaced"):
+        store.check_writable()
+
+
+_IMMUTABLE_SCRIPT = r"""
+import subprocess, sys
+import abo
+from abo.storage import SQLStorage
+url, path, mode = sys.argv[1:]
+files = [path, path + "-wal", path + "-shm"]
+study = abo.create_study(abo.Space({"x": abo.Float(0, 1)}), name="s", storage=url,
+                         strategy="random", seed=0)
+t = study.ask(); study.tell(t.id, 1.0)
+subprocess.run(["chattr", "+i", *files], check=True)
+try:
+    study.ask()
+    print("ASKED")
+except abo.StorageError as exc:
+    print("REFUSED", exc)
+try:
+    SQLStorage(url)
+    print("OPENED")
+except abo.StorageError as exc:
+    print("OPEN-REFUSED", exc)
+if mode == "restore":
+    subprocess.run(["chattr", "-i", *files], check=True)
+    t = study.ask(); study.tell(t.id, 2.0)
+    print("RECOVERED", len(study))
+print("EXITING", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["restore", "exit-immutable"])
+def test_immutable_files_are_refused_without_crashing(tmp_path: Path, mode: str) -> None:
+    """SQLite faults (SIGBUS) on a memory-mapped index whose file turned immutable: abo must
+    refuse before SQLite touches it, and leave such connections open at exit."""
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe"
+    probe.write_text("")
+    tried = subprocess.run(["chattr", "+i", str(probe)], capture_output=True, text=True)
+    if tried.returncode != 0:
+        pytest.skip(f"chattr +i is not available here (needs root and ext4): {tried.stderr}")
+    subprocess.run(["chattr", "-i", str(probe)], check=True)
+    path = tmp_path / "abo.db"
+    script = tmp_path / "immutable.py"
+    script.write_text(_IMMUTABLE_SCRIPT)
+    try:
+        out = subprocess.run(
+            [sys.executable, str(script), f"sqlite:///{path}", str(path), mode],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{path}{suffix}").exists():
+                subprocess.run(["chattr", "-i", f"{path}{suffix}"], check=True)
+    assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)  # -7 would be SIGBUS
+    lines = out.stdout.splitlines()
+    refused = next(line for line in lines if line.startswith("REFUSED"))
+    assert "cannot be written (read-only or immutable)" in refused
+    assert "SELECT" not in refused and "[SQL" not in refused
+    assert any(line.startswith("OPEN-REFUSED") for line in lines)
+    assert lines[-1] == "EXITING"
+    expected = 2 if mode == "restore" else 1
+    if mode == "restore":
+        assert f"RECOVERED {expected}" in lines
+    done = [t.value for t in abo.load_study("s", storage=f"sqlite:///{path}").trials]
+    assert done == [1.0, 2.0][:expected]
