@@ -48,7 +48,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from abo.exceptions import AboError, FailureRateExceeded, InvalidValueError, TrialFailure
+from abo.exceptions import (
+    AboError,
+    FailureRateExceeded,
+    InvalidValueError,
+    TrialFailure,
+    TrialStateError,
+)
 from abo.executors.base import Executor, Future, LostEvaluation
 from abo.study import check_value
 from abo.trial import Trial, TrialState
@@ -299,17 +305,24 @@ def _record(study: Study, trial: Trial, report: dict[str, Any], result: Optimize
         result.busy_seconds += info["eval_seconds"]
     user = report.get("user") or None
     status = report["status"]
-    if status == "ok":
-        try:
-            value = check_value(report["value"])
-        except InvalidValueError as exc:
-            return study.fail(trial.id, reason=f"invalid value: {exc}", metadata=user, info=info)
-        return study.tell(trial.id, value, user, info=info)
-    if status == "lost":
-        return study.lose(trial.id, report.get("reason", "lost"))
-    if report.get("traceback"):
-        info["traceback"] = report["traceback"]
-    return study.fail(trial.id, reason=report.get("reason", "failed"), metadata=user, info=info)
+    try:
+        if status == "ok":
+            try:
+                value = check_value(report["value"])
+            except InvalidValueError as exc:
+                reason = f"invalid value: {exc}"
+                return study.fail(trial.id, reason=reason, metadata=user, info=info)
+            return study.tell(trial.id, value, user, info=info)
+        if status == "lost":
+            return study.lose(trial.id, report.get("reason", "lost"))
+        if report.get("traceback"):
+            info["traceback"] = report["traceback"]
+        reason = report.get("reason", "failed")
+        return study.fail(trial.id, reason=reason, metadata=user, info=info)
+    except TrialStateError as exc:
+        # the trial moved on meanwhile (its lease expired and it was lost): its state stands
+        log.warning("trial %d: result not recorded: %s", trial.id, exc)
+        return study.trial(trial.id)
 
 
 def run(
@@ -428,7 +441,10 @@ def run(
                         if started is not None and time.time() - started > trial_timeout:
                             del inflight[future]
                             executor.cancel(future)
-                            stored = study.fail(trial.id, reason="timeout")
+                            try:
+                                stored = study.fail(trial.id, reason="timeout")
+                            except TrialStateError:  # lost meanwhile: that stands
+                                stored = study.trial(trial.id)
                             finished += _count(study, stored, result, callback)
                 if guard is not None and stop.reason is None:
                     if guard.tripped(result.n_done, result.n_failed):

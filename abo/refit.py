@@ -45,6 +45,7 @@ from torch import Tensor
 from abo.exceptions import AboWarning, SurrogateFitError
 from abo.fitproc import FitProcess, FitProcessDied
 from abo.surrogate import MAX_EXACT, FittedModel, _build, fit_gp, subset
+from abo.threads import torch_threads
 
 REFIT_MODES = ("sync", "background", "full")
 FULL_REFIT_GROWTH = 1.2  # a full multi-start refit each time the data grow by this factor
@@ -267,7 +268,7 @@ class ModelManager:
         self, key: tuple[int, ...], X: Tensor, Y: Tensor, previous: FittedModel | None
     ) -> None:
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), torch_threads():
                 warnings.simplefilter("ignore", AboWarning)
                 n_prev = previous.n if previous else None
                 fitted = self._fit(X, Y, previous, n_prev, elsewhere=True)

@@ -47,6 +47,7 @@ from abo.registry import check_strategy, make_strategy
 from abo.space import Space
 from abo.storage import QueuedPoint, Storage, StudyConfig, StudyRecord, open_storage
 from abo.surrogate import MAX_EXACT, NOISE_MODES, FittedModel
+from abo.threads import torch_threads
 from abo.trial import Trial, TrialState
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DUPLICATE_TOL = 1e-6
 MIN_OBSERVATIONS = 2
 MAX_SEED = 2**63  # stored as a signed 64-bit integer
+# keys of trial.info that abo's proposer writes and reads back (the design count, the GP's
+# warm start): a caller's info may add keys beside them, never set these
+RESERVED_INFO = ("strategy", "model")
 
 
 def check_value(value: Any, field: str = "value") -> float:
@@ -82,6 +86,50 @@ def check_value(value: Any, field: str = "value") -> float:
     if not math.isfinite(out):
         raise InvalidValueError(f"{field}: must be finite, got {out!r}")
     return out
+
+
+def _check_info(info: Mapping[str, Any] | None, field: str = "info") -> dict[str, Any]:
+    """A caller's ``info`` as a dict, refusing abo's own record keys (``RESERVED_INFO``)."""
+    if info is None:
+        return {}
+    if not isinstance(info, Mapping):
+        raise AboError(f"{field}: expected a dict, got {type(info).__name__}")
+    for key in info:
+        if key in RESERVED_INFO:
+            raise AboError(
+                f"{field}.{key}: reserved for abo's own proposal record; put your data in "
+                "metadata or under another key"
+            )
+    return dict(info)
+
+
+def _stored_model(trials: Sequence[Trial]) -> dict[str, Any] | None:
+    """The newest well-formed GP record on a trial (``ModelManager.record``), else ``None``.
+
+    Anything else under ``info["model"]`` (written by an older release from a caller's info)
+    is skipped, so a stray value can never break the study's proposals.
+    """
+    for t in reversed(trials):
+        record = t.info.get("model")
+        if not isinstance(record, Mapping):
+            continue
+        hypers, key, n = record.get("hypers"), record.get("key"), record.get("n")
+        if (
+            isinstance(hypers, Mapping)
+            and isinstance(key, str)
+            and isinstance(n, int)
+            and not isinstance(n, bool)
+            and all(
+                isinstance(v, list) and all(_is_finite_number(x) for x in v)
+                for v in hypers.values()
+            )
+        ):
+            return dict(record)
+    return None
+
+
+def _is_finite_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _check_trial_id(trial_id: Any) -> int:
@@ -186,6 +234,10 @@ class Study:
     def __len__(self) -> int:
         return self._storage.count(self._record)
 
+    def delete(self) -> None:
+        """Delete this study with its trials; later calls on it raise ``StudyNotFoundError``."""
+        self._storage.delete_study(self.name, self._record)
+
     # -- writing ----------------------------------------------------------------------------
     def reap(self) -> list[Trial]:
         """Mark running trials whose lease expired ``lost`` (re-queueing them); return those."""
@@ -225,6 +277,7 @@ class Study:
         value = check_value(value)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise AboError(f"metadata: expected a dict, got {type(metadata).__name__}")
+        extra = _check_info(info)
         self._storage.reap(self._record)
         return self._storage.finish(
             self._record,
@@ -232,7 +285,7 @@ class Study:
             TrialState.DONE,
             value=value,
             user=dict(metadata or {}),
-            info=dict(info or {}),
+            info=extra,
         )
 
     def fail(
@@ -242,8 +295,15 @@ class Study:
         metadata: Mapping[str, Any] | None = None,
         info: Mapping[str, Any] | None = None,
     ) -> Trial:
-        """Mark a running trial ``failed``: its parameters caused the failure."""
+        """Mark a running trial ``failed``: its parameters caused the failure.
+
+        Failing it again is a no-op; failing a trial that is done or already ``lost`` is a
+        ``TrialStateError`` (a lost trial's parameters live on in its retry).
+        """
         trial_id = _check_trial_id(trial_id)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise AboError(f"metadata: expected a dict, got {type(metadata).__name__}")
+        extra = _check_info(info)
         self._storage.reap(self._record)
         return self._storage.finish(
             self._record,
@@ -251,28 +311,53 @@ class Study:
             TrialState.FAILED,
             reason=str(reason)[:10_000],
             user=dict(metadata or {}),
-            info=dict(info or {}),
+            info=extra,
         )
 
     def lose(self, trial_id: int, reason: str) -> Trial:
-        """Mark a running trial ``lost`` (the infrastructure failed) and re-queue its params."""
+        """Mark a running trial ``lost`` (the infrastructure failed) and re-queue its params.
+
+        Losing it again is a no-op; a done or failed trial is a ``TrialStateError``.
+        """
         return self._storage.mark_lost(self._record, _check_trial_id(trial_id), reason)
 
-    def enqueue(self, params: Mapping[str, Any]) -> None:
-        """Queue parameters to be evaluated next (the next ask hands them out first)."""
+    def enqueue(self, params: Mapping[str, Any], *, allow_duplicate: bool = False) -> bool:
+        """Queue parameters to be evaluated next (the next ask hands them out first).
+
+        Parameters the study already has (queued, or a trial that is not lost) are skipped,
+        so a script that enqueues its starting points can run again; ``allow_duplicate=True``
+        queues them anyway. Returns whether they were queued.
+        """
         checked = self.space.validate(params)
-        self._storage.enqueue(self._record, QueuedPoint(checked, info={"strategy": "enqueued"}))
+        point = QueuedPoint(checked, info={"strategy": "enqueued"})
+        return self._storage.enqueue(self._record, point, unique=not allow_duplicate)
 
     def add(
-        self, params: Mapping[str, Any], value: Any, metadata: Mapping[str, Any] | None = None
+        self,
+        params: Mapping[str, Any],
+        value: Any,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        allow_duplicate: bool = False,
     ) -> Trial:
-        """Record a known result (a warm start) as a done trial."""
+        """Record a known result (a warm start) as a done trial.
+
+        A done trial with the same parameters and value is returned instead of adding a second
+        one, so a script that adds known results can run again (the same parameters with
+        another value are a new observation and are added); ``allow_duplicate=True`` always
+        adds.
+        """
         checked = self.space.validate(params)
         value = check_value(value)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise AboError(f"metadata: expected a dict, got {type(metadata).__name__}")
         return self._storage.add_done(
-            self._record, checked, value, {"strategy": "added"}, dict(metadata or {})
+            self._record,
+            checked,
+            value,
+            {"strategy": "added"},
+            dict(metadata or {}),
+            unique=not allow_duplicate,
         )
 
     # -- asking -----------------------------------------------------------------------------
@@ -288,17 +373,19 @@ class Study:
         Args:
             n: how many trials to start (``>= 1``).
             n_workers: how many evaluations the caller runs at once, if known.
-            info: merged into each new trial's ``info`` (e.g. the service's ``client_id``).
+            info: added to each new trial's ``info`` (e.g. the loop's driver); it cannot set
+                abo's own keys (``RESERVED_INFO``) or override what the proposer recorded.
         """
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise AboError(f"n: expected a positive integer, got {n!r}")
+        extra = _check_info(info)
         with self._lock:
             self._storage.reap(self._record)
-            extra = dict(info or {})
             started = self._storage.start_queued(self._record, int(n), info=extra)
             remaining = int(n) - len(started)
             if remaining > 0:
-                started += self._propose_and_start(remaining, n_workers, extra)
+                with torch_threads():
+                    started += self._propose_and_start(remaining, n_workers, extra)
             return started
 
     def _unit(self, trials: Sequence[Trial]) -> Tensor:
@@ -369,7 +456,7 @@ class Study:
             failed = [t for t in trials if t.state is TrialState.FAILED]
             observed, X_obs, Y_obs = self._observations(done, failed)
             pending = [self._unit(running)] + X_new
-            stored = next((t.info["model"] for t in reversed(trials) if "model" in t.info), None)
+            stored = _stored_model(trials)
             proposal, timing = self._run_strategy(
                 m - n_sobol,
                 observed,
@@ -386,7 +473,7 @@ class Study:
         X_all = torch.cat(X_new)
         X_all = self._deduplicate(X_all, trials, seed, infos)
         params = [space.from_unit(x) for x in X_all]
-        return self._storage.start_trials(self._record, params, [{**i, **extra} for i in infos])
+        return self._storage.start_trials(self._record, params, [{**extra, **i} for i in infos])
 
     def _run_strategy(
         self,
@@ -658,6 +745,20 @@ def _resume(store: Storage, wanted: StudyRecord) -> Study | None:
             f"direction: study {wanted.name!r} exists with direction {existing.direction!r}"
         )
     return Study(store, existing)
+
+
+def delete_study(name: str, storage: str | Storage) -> None:
+    """Delete a study with all its trials and queued points, from any process.
+
+    Processes that still hold the study get ``StudyNotFoundError`` on their next call (even if
+    a new study of the same name is created meanwhile).
+
+    Raises:
+        StudyNotFoundError: no study of that name.
+    """
+    if not isinstance(name, str):
+        raise AboError(f"name: expected a study name (a string), got {name!r}")
+    open_storage(storage).delete_study(name)
 
 
 def load_study(name: str, storage: str | Storage | None) -> Study:

@@ -71,15 +71,14 @@ def test_background_asks_do_not_wait_for_a_running_refit(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(refit_module, "fit_gp", counted(refit_module.fit_gp, False))
     monkeypatch.setattr(FitProcess, "fit", counted(FitProcess.fit, True))
-    record = abo.create_study(
+    created = abo.create_study(
         SPACE,
         strategy="qlognei",
         seed=1,
         n_initial=4,
         strategy_options={"raw_samples": 64, "num_restarts": 2},
-    ).record
-    study = Study(abo.create_study(SPACE, seed=1).storage, record, refit="background")
-    study = abo.load_study(record.name, storage=study.storage) if False else study
+    )
+    study = Study(created.storage, created.record, refit="background")
     for _ in range(5):  # the initial design, then the first fit (synchronous: nothing to use)
         t = study.ask()
         study.tell(t.id, _f(t.params))

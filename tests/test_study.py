@@ -590,3 +590,113 @@ def test_failed_trials_steer_the_model_away_and_caller_info_survives_the_model_p
         proposals.append(t.params["x"])
         evaluate(t)
     assert sum(x < 0.45 for x in proposals) <= 1, proposals
+
+
+# -- abo's own records are not the caller's to write ------------------------------------------
+@pytest.mark.parametrize("key", ["model", "strategy"])
+def test_callers_cannot_write_abos_proposal_record(key: str) -> None:
+    s = abo.create_study(SPACE, strategy="random", seed=3)
+    before = snapshot(s)
+    with pytest.raises(AboError, match=f"info.{key}: reserved"):
+        s.ask(info={key: "resnet50"})
+    assert snapshot(s) == before
+    t = s.ask(info={"driver": "mine"})
+    assert t.info["driver"] == "mine" and t.info["strategy"] == "sobol"
+    before = snapshot(s)
+    with pytest.raises(AboError, match=f"info.{key}: reserved"):
+        s.tell(t.id, 1.0, info={key: "resnet50"})
+    with pytest.raises(AboError, match=f"info.{key}: reserved"):
+        s.fail(t.id, "x", info={key: "resnet50"})
+    assert snapshot(s) == before
+    told = s.tell(t.id, 1.0, info={"driver": "someone else", "worker": "w1"})
+    assert told.info["driver"] == "mine" and told.info["worker"] == "w1"  # adds, never overrides
+
+
+def test_a_stray_model_record_written_by_an_older_release_is_skipped(tmp_path: Path) -> None:
+    """An older release stored a caller's info over abo's: ``info["model"] = "resnet50"``
+    made every later ask fail. Such records are now skipped for the GP's warm start."""
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    s = abo.create_study(SPACE, name="old", storage=url, seed=2, strategy_options=FAST)
+    for _ in range(8):
+        t = s.ask()
+        s.tell(t.id, objective(t.params))
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for number, bad in ((7, '"resnet50"'), (8, '{"hypers": "x", "key": 1, "n": "a"}')):
+            info = conn.exec_driver_sql(
+                f"SELECT info FROM abo_trials WHERE number = {number}"
+            ).scalar_one()
+            conn.exec_driver_sql(
+                "UPDATE abo_trials SET info = ? WHERE number = ?",
+                (info[:-1] + f',"model":{bad}}}', number),
+            )
+    engine.dispose()
+    reopened = abo.load_study("old", storage=url)
+    assert reopened.trial(8).info["model"] == {"hypers": "x", "key": 1, "n": "a"}
+    t = reopened.ask()  # a model proposal, warm-started from trial 6's well-formed record
+    assert t.info["strategy"] == "qlognei" and isinstance(t.info["model"]["hypers"], dict)
+
+
+# -- running an example twice ------------------------------------------------------------------
+def test_enqueue_and_add_skip_what_the_study_already_has(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'twice.db'}"
+    start = {"x": 0.25, "k": 3, "c": "b"}
+    known = {"x": 1.0, "k": 2, "c": "a"}
+    for run in range(2):  # a script run twice against the same database
+        s = abo.create_study(SPACE, name="twice", storage=url, seed=1, load_if_exists=True)
+        assert s.enqueue(start) is (run == 0)
+        added = s.add(known, 0.8)
+        assert added.id == (1 if run == 0 else s.trials[0].id)
+        t = s.ask()
+        s.tell(t.id, objective(t.params))
+    params = [t.params for t in s.trials]
+    assert params.count(start) == 1 and params.count(known) == 1 and len(params) == 3
+    assert s.add(known, 0.9).id != added.id  # another value is a new observation
+    assert s.enqueue(start, allow_duplicate=True)
+    assert s.add(known, 0.8, allow_duplicate=True).id not in (added.id,)
+    assert s.ask().params == start  # the duplicate was queued on purpose
+    assert [t.params for t in s.trials].count(known) == 3
+
+
+# -- abo's torch threads ------------------------------------------------------------------------
+def test_proposals_use_abos_thread_count_and_leave_the_users(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from abo.acquisitions.base import Proposal
+    from abo.registry import register_strategy
+
+    seen: list[int] = []
+
+    @register_strategy("test-threads", "records torch's thread count while it proposes")
+    class Recording:
+        name = "test-threads"
+        needs_model = True
+
+        def propose(self, ctx: Any, n: int) -> Proposal:
+            seen.append(torch.get_num_threads())
+            return Proposal(ctx.uniform(n), [{"strategy": self.name}] * n)
+
+    users = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)  # the user's own setting
+        s = abo.create_study(SPACE, strategy="test-threads", seed=1, n_initial=2)
+        for _ in range(3):
+            t = s.ask()
+            s.tell(t.id, objective(t.params))
+            assert torch.get_num_threads() == 3
+        monkeypatch.setenv("ABO_TORCH_THREADS", "2")
+        s.tell(s.ask().id, 1.0)
+        assert torch.get_num_threads() == 3
+        monkeypatch.setenv("ABO_TORCH_THREADS", "many")
+        with pytest.raises(AboError, match="ABO_TORCH_THREADS: expected a positive integer"):
+            s.ask()
+    finally:
+        torch.set_num_threads(users)
+        from abo import registry
+
+        registry._STRATEGIES.pop("test-threads", None)
+    assert seen == [1, 2]
