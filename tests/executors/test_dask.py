@@ -128,3 +128,55 @@ def test_abos_local_cluster_runs_without_dasks_per_task_housekeeping() -> None:
 
     with DaskExecutor(n_workers=2) as ex:
         assert set(ex.client.run(settings).values()) == {(False, "1s")}
+
+
+_SCRIPT = """
+import abo
+study = abo.create_study(abo.Space({"x": abo.Float(0, 1)}), strategy="random", seed=0)
+
+def f(p):
+    return p["x"] ** 2
+
+def main():
+    study.optimize(f, n_trials=3, n_workers=2)
+    print("finished", len(study))
+
+{call}
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "line"),
+    [("study.optimize(f, n_trials=3, n_workers=2)", 12), ("main()", 12)],
+)
+def test_a_script_without_the_main_guard_is_told_in_one_line(
+    tmp_path: Path, call: str, line: int
+) -> None:
+    """Worker processes re-run the main script: unguarded, each would start a cluster again
+    (a hundred lines of 'Nanny failed to start'). abo refuses before starting any."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(_SCRIPT.replace("{call}", call))
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"abo.exceptions.AboError: executor: unguarded.py line {line} ")
+    assert 'put that code under `if __name__ == "__main__":`' in last
+    assert "Nanny" not in out.stderr and len(out.stderr.splitlines()) < 20
+
+
+def test_the_same_script_with_the_main_guard_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "guarded.py"
+    script.write_text(_SCRIPT.replace("{call}", 'if __name__ == "__main__":\n    main()'))
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert "finished 3" in out.stdout
