@@ -124,6 +124,11 @@ class _State:
                 study = self._studies.setdefault(name, study)
         return study
 
+    def forget(self, name: str) -> None:
+        """Drop the cached study of that name (deleted, or found stale)."""
+        with self._lock:
+            self._studies.pop(name, None)
+
     def remember(self, study: Study) -> Study:
         study = Study(self.storage, study.record, refit="background")
         with self._lock:
@@ -353,6 +358,13 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
         """One study with a summary of its trials."""
         return _study_out(state.study(name))
 
+    @r.delete("/studies/{name}", status_code=204, tags=["studies"])
+    def delete_study(name: StudyName) -> Response:
+        """Delete a study with all its trials; its other users get 404 from then on."""
+        state.storage.delete_study(name)
+        state.forget(name)
+        return Response(status_code=204)
+
     @r.post("/studies/{name}/ask", response_model=s.AskResponse, tags=["trials"])
     def ask(name: StudyName, body: s.AskRequest) -> s.AskResponse:
         """Start ``count`` trials (each later one sees the earlier ones as busy points)."""
@@ -364,16 +376,20 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
             trials=[trial_out(t) for t in trials], n_observations=max(n_obs_ints, default=0)
         )
 
-    @r.post("/studies/{name}/enqueue", status_code=204, tags=["trials"])
-    def enqueue(name: StudyName, body: s.ParamsRequest) -> Response:
-        """Queue parameters to be handed out by the next ask (checked against the space)."""
-        state.study(name).enqueue(body.params)
-        return Response(status_code=204)
+    @r.post("/studies/{name}/enqueue", response_model=s.EnqueueResponse, tags=["trials"])
+    def enqueue(name: StudyName, body: s.ParamsRequest) -> s.EnqueueResponse:
+        """Queue parameters to be handed out by the next ask (checked against the space);
+        ``queued`` is false when the study already has them (see ``allow_duplicate``)."""
+        queued = state.study(name).enqueue(body.params, allow_duplicate=body.allow_duplicate)
+        return s.EnqueueResponse(queued=queued)
 
     @r.post("/studies/{name}/add", response_model=s.TrialOut, status_code=201, tags=["trials"])
     def add(name: StudyName, body: s.AddRequest) -> s.TrialOut:
-        """Record a known result as a done trial."""
-        return trial_out(state.study(name).add(body.params, body.value, body.metadata))
+        """Record a known result as a done trial (an equal done trial is returned instead)."""
+        study = state.study(name)
+        return trial_out(
+            study.add(body.params, body.value, body.metadata, allow_duplicate=body.allow_duplicate)
+        )
 
     @r.get("/studies/{name}/trials", response_model=s.TrialPage, tags=["trials"])
     def list_trials(

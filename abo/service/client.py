@@ -206,6 +206,15 @@ class Client:
                 raise
             return study
 
+    def delete_study(self, name: str) -> None:
+        """Delete a study with its trials (``StudyNotFoundError`` if there is none)."""
+        response, retried = self._send("DELETE", f"/studies/{name}", None, {})
+        try:
+            self._answer(response)
+        except StudyNotFoundError:
+            if not retried:
+                raise  # (after a retry: our first attempt deleted it and its answer was lost)
+
     def load_study(self, name: str) -> RemoteStudy:
         """An existing study by name (``StudyNotFoundError`` if none)."""
         return RemoteStudy(self, self.request("GET", f"/studies/{name}"))
@@ -348,18 +357,35 @@ class RemoteStudy:
         """Extend a running trial's lease."""
         return _trial(self._call("POST", f"/trials/{_id(trial_id)}/heartbeat"))
 
-    def enqueue(self, params: Mapping[str, Any]) -> None:
-        """Queue parameters to be evaluated next."""
-        self._call("POST", "/enqueue", {"params": dict(params)})
+    def enqueue(self, params: Mapping[str, Any], *, allow_duplicate: bool = False) -> bool:
+        """Queue parameters to be evaluated next (skipped when the study already has them,
+        unless ``allow_duplicate``); whether they were queued."""
+        body = {"params": dict(params), "allow_duplicate": allow_duplicate}
+        return bool(self._call("POST", "/enqueue", body)["queued"])
 
     def add(
-        self, params: Mapping[str, Any], value: Any, metadata: Mapping[str, Any] | None = None
+        self,
+        params: Mapping[str, Any],
+        value: Any,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        allow_duplicate: bool = False,
     ) -> Trial:
-        """Record a known result as a done trial."""
+        """Record a known result as a done trial (an equal done trial is returned instead,
+        unless ``allow_duplicate``)."""
         from abo.study import check_value
 
-        body = {"params": dict(params), "value": check_value(value), "metadata": metadata}
+        body = {
+            "params": dict(params),
+            "value": check_value(value),
+            "metadata": metadata,
+            "allow_duplicate": allow_duplicate,
+        }
         return _trial(self._call("POST", "/add", body))
+
+    def delete(self) -> None:
+        """Delete this study with its trials on the service."""
+        self._client.delete_study(self._name)
 
     def optimize(
         self,

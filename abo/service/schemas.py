@@ -99,17 +99,27 @@ class LoseRequest(_Request):
 
 
 class ParamsRequest(_Request):
-    """Parameters to enqueue (evaluated next), checked against the study's space."""
+    """Parameters to enqueue (evaluated next), checked against the study's space; parameters
+    the study already has are skipped unless ``allow_duplicate``."""
 
     params: Json
+    allow_duplicate: bool = False
+
+
+class EnqueueResponse(BaseModel):
+    """Whether the parameters were queued (``false``: the study already had them)."""
+
+    queued: bool
 
 
 class AddRequest(_Request):
-    """A known result to record as a done trial (warm start)."""
+    """A known result to record as a done trial (warm start); a done trial with the same
+    parameters and value is returned instead, unless ``allow_duplicate``."""
 
     params: Json
     value: Value
     metadata: Json | None = None
+    allow_duplicate: bool = False
 
 
 class TrialOut(BaseModel):

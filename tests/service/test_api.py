@@ -162,7 +162,8 @@ def test_bad_enqueue_is_422_and_queues_nothing(
     r = api.post(f"/studies/{study_name}/enqueue", json={"params": params})
     assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
     good = {"x": 0.25, "lr": 0.01, "n": 2, "opt": "adam"}
-    assert api.post(f"/studies/{study_name}/enqueue", json={"params": good}).status_code == 204
+    r = api.post(f"/studies/{study_name}/enqueue", json={"params": good})
+    assert r.status_code == 200 and r.json() == {"queued": True}
     asked = api.post(f"/studies/{study_name}/ask", json={"count": 2}).json()["trials"]
     assert asked[0]["params"] == good and asked[0]["info"]["strategy"] == "enqueued"
     assert asked[1]["info"]["strategy"] != "enqueued"  # the bad point was never queued
@@ -434,3 +435,36 @@ def test_deep_nesting_is_refused_and_cannot_break_a_listing(
     local.tell(t["id"], 2.0, {"deep": nested})
     r = api.get(f"/studies/{study_name}/trials")
     assert r.status_code == 200 and r.json()["trials"][0]["value"] == 2.0
+
+
+def test_enqueue_and_add_skip_what_the_study_has_unless_told(
+    api: httpx.Client, study_name: str
+) -> None:
+    make_study(api, study_name)
+    point = {"x": 0.25, "lr": 0.01, "n": 2, "opt": "adam"}
+    url = f"/studies/{study_name}"
+    assert api.post(f"{url}/enqueue", json={"params": point}).json() == {"queued": True}
+    assert api.post(f"{url}/enqueue", json={"params": point}).json() == {"queued": False}
+    again = {"params": point, "allow_duplicate": True}
+    assert api.post(f"{url}/enqueue", json=again).json() == {"queued": True}
+    first = api.post(f"{url}/add", json={"params": point, "value": 0.5}).json()
+    assert api.post(f"{url}/add", json={"params": point, "value": 0.5}).json()["id"] == first["id"]
+    forced = {"params": point, "value": 0.5, "allow_duplicate": True}
+    assert api.post(f"{url}/add", json=forced).json()["id"] != first["id"]
+    assert api.get(f"{url}/trials").json()["total"] == 2
+
+
+def test_delete_study_and_its_users_get_404(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    trial = api.post(f"/studies/{study_name}/ask", json={"count": 1}).json()["trials"][0]
+    assert api.delete(f"/studies/{study_name}").status_code == 204
+    for method, path, body in [
+        ("GET", f"/studies/{study_name}", None),
+        ("POST", f"/studies/{study_name}/ask", {"count": 1}),
+        ("POST", f"/studies/{study_name}/trials/{trial['id']}/tell", {"value": 1.0}),
+        ("DELETE", f"/studies/{study_name}", None),
+    ]:
+        r = api.request(method, path, json=body)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "study_not_found", r.text
+    names = [s["name"] for s in api.get("/studies").json()["studies"]]
+    assert study_name not in names

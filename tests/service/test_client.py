@@ -24,7 +24,7 @@ def client(server: Server):
 def test_remote_study_has_the_methods_of_study() -> None:
     wanted = [
         "ask", "ask_batch", "tell", "fail", "lose", "heartbeat", "enqueue", "add", "optimize",
-        "trial", "__len__",
+        "trial", "__len__", "delete",
     ]  # fmt: skip
     for name in wanted:
         local = inspect.signature(getattr(abo.Study, name))
@@ -160,3 +160,16 @@ def test_lost_answers_never_double_ask_or_double_tell(server: Server, study_name
     # every ask whose answer was lost was answered again with the same trial: none orphaned
     assert len(trials) == 8 and len(done) == 6
     assert all(t.value == pytest.approx(objective(t.params)) for t in done)
+
+
+def test_delete_study_from_the_client(client: Client, study_name: str) -> None:
+    study = client.create_study(SPACE, name=study_name, strategy="random", seed=0)
+    held = client.load_study(study_name)  # another user of the same study
+    t = held.ask()
+    study.delete()
+    with pytest.raises(abo.StudyNotFoundError):
+        client.load_study(study_name)
+    with pytest.raises(abo.StudyNotFoundError, match=study_name):
+        held.tell(t.id, 1.0)
+    with pytest.raises(abo.StudyNotFoundError):
+        client.delete_study(study_name)
