@@ -35,10 +35,12 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from abo.exceptions import AboError, ConfigError
-from abo.space import Space
+
+if TYPE_CHECKING:
+    from abo.space import Space
 
 BATCH_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor")
 EXECUTOR_KINDS = ("local", "address", "threads", *BATCH_SYSTEMS)
@@ -74,27 +76,25 @@ def _require(table: Mapping[str, Any], key: str, where: str) -> Any:
     return table[key]
 
 
-def load_spec(path: str | Path) -> RunSpec:
-    """Read and check a study file; ``ConfigError`` names the first bad field."""
-    path = Path(path).absolute()
+def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The parsed file and its checked ``[study]`` table (relative SQLite storage resolved)."""
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"study file: {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"study file: {path} is a folder, not a TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"study file: {path} is not valid TOML: {exc}") from None
-    study = dict(_require(data, "study", "file"))
+    study = _require(data, "study", "file")
+    if not isinstance(study, dict):
+        raise ConfigError(f"file.study: expected a [study] table in {path}")
+    study = dict(study)
     unknown = sorted(set(study) - _STUDY_KEYS)
     if unknown:
         raise ConfigError(
             f"study.{unknown[0]}: unknown key (known: {', '.join(sorted(_STUDY_KEYS))})"
         )
-    n_trials = _require(study, "n_trials", "study")
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
-        raise ConfigError(f"study.n_trials: expected a positive integer, got {n_trials!r}")
-    lookahead = study.get("lookahead", 0)
-    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
-        raise ConfigError(f"study.lookahead: expected a non-negative integer, got {lookahead!r}")
     storage = study.get("storage")
     if (
         isinstance(storage, str)
@@ -102,6 +102,46 @@ def load_spec(path: str | Path) -> RunSpec:
         and not storage.startswith("sqlite:////")
     ):
         study["storage"] = f"sqlite:///{path.parent / storage[len('sqlite:///') :]}"
+    return data, study
+
+
+def locate_study(path: str | Path) -> tuple[str, str]:
+    """The study name and storage URL a study file gives, for commands that read the study.
+
+    Only ``[study] name`` and ``storage`` are read (a relative SQLite path is relative to the
+    file, as for ``abo run``); ``ConfigError`` when either is missing.
+    """
+    path = Path(path).absolute()
+    _, study = _read(path)
+    name, storage = study.get("name"), study.get("storage")
+    for key, value in (("name", name), ("storage", storage)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"study.{key}: expected a non-empty string, got {value!r}")
+    if name is None:
+        raise ConfigError(
+            f"study.name: missing in {path}, so the study's name is not known "
+            "(give the name and --storage instead of the file)"
+        )
+    if storage is None:
+        raise ConfigError(
+            f"study.storage: missing in {path}: such a study is kept in memory while it "
+            "runs, and nothing is left to read"
+        )
+    return name, storage
+
+
+def load_spec(path: str | Path) -> RunSpec:
+    """Read and check a study file; ``ConfigError`` names the first bad field."""
+    from abo.space import Space
+
+    path = Path(path).absolute()
+    data, study = _read(path)
+    n_trials = _require(study, "n_trials", "study")
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+        raise ConfigError(f"study.n_trials: expected a positive integer, got {n_trials!r}")
+    lookahead = study.get("lookahead", 0)
+    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
+        raise ConfigError(f"study.lookahead: expected a non-negative integer, got {lookahead!r}")
     try:
         space = Space.from_json(_require(data, "space", "file"))
     except AboError as exc:

@@ -1,8 +1,14 @@
-"""``abo serve``, ``abo studies``, ``abo trials``, ``abo best`` and ``abo plot``.
+"""``abo serve``, ``abo studies``, ``abo trials``, ``abo best``, ``abo plot`` and ``abo delete``.
 
 Each read command works on a storage (``--storage URL``) or on a running service
 (``--url http://host:port``, with ``--token`` or ``ABO_TOKEN``), and prints a rich table, JSON
-or CSV. Exit codes: 0 done, 1 an abo error (the message names the field), 2 usage.
+or CSV. Where a command takes a STUDY, a path ending in ``.toml`` is read as the study's file
+(the one ``abo run`` ran): the ``[study]`` name and storage in it are used, so
+``abo trials examples/quadratic/study.toml`` finds the study wherever its file put it.
+Exit codes: 0 done, 1 an abo error (the message names the field), 2 usage.
+
+The commands that only read import neither torch nor FastAPI: they read the storage directly
+(or the service over HTTP), so they start in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -11,19 +17,67 @@ import csv
 import io
 import json
 import os
+import sys
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from abo.exceptions import AboError
-from abo.trial import Trial, TrialState
+from abo.exceptions import AboError, StorageError, StudyNotFoundError
 
-err = Console(stderr=True)
+if TYPE_CHECKING:
+    from abo.space import Space
+    from abo.storage import Storage, StudyRecord
+    from abo.trial import Trial
+
+DEFAULT_STORAGE = "sqlite:///abo.db"
+NO_WRAP_WIDTH = 10_000  # "never wrap" for rich when the output is not a terminal
+
+
+def make_console(stderr: bool = False, min_width: int | None = None) -> Console:
+    """A console for abo's commands: the terminal's width on a terminal (at least
+    ``min_width``); anywhere else (a pipe, a file, a batch job's log) lines are never wrapped,
+    so a printed command, URL or parameter set stays whole on its line."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        return Console(stderr=stderr, soft_wrap=True, width=NO_WRAP_WIDTH)
+    if min_width is not None and console.width < min_width:
+        return Console(stderr=stderr, width=min_width)
+    return console
+
+
+err = make_console(stderr=True)
+
+
+def print_error(message: object, label: str = "error") -> None:
+    """``label: message`` on stderr, the label in red; the message is printed as is (an error
+    naming ``[study]`` or ``[/x]`` is text, not rich markup)."""
+    err.print(Text.assemble((f"{label}:", "red"), " ", str(message)), highlight=False)
+
+
+def storage_label(storage: str | None) -> str:
+    """A storage URL as abo's commands print it: SQLite paths absolute (so the line can be
+    used from any folder), passwords hidden, ``None`` as in memory."""
+    if storage is None or storage.strip() in ("sqlite://", "sqlite:///:memory:"):
+        return "memory (nothing is kept after the process ends)"
+    if storage.startswith("sqlite:///"):
+        path, sep, query = storage[len("sqlite:///") :].partition("?")
+        if path and not path.startswith("file:"):
+            return f"sqlite:///{os.path.abspath(path)}{sep}{query}"
+        return storage
+    if "@" not in storage:
+        return storage
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(storage).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - only for printing
+        return storage.split("://", 1)[0] + "://***"
 
 
 class Format(StrEnum):
@@ -38,8 +92,13 @@ class Kind(StrEnum):
     parallel = "parallel"
 
 
+STUDY_HELP = (
+    "The study's name, or its study file: a path ending in .toml is read as the file "
+    "`abo run` ran, and the \\[study] name and storage in it are used (no --storage then)."
+)
+StudyArg = Annotated[str, typer.Argument(help=STUDY_HELP, show_default=False)]
 StorageOpt = Annotated[
-    str | None, typer.Option("--storage", help="Storage URL (default sqlite:///abo.db).")
+    str | None, typer.Option("--storage", help=f"Storage URL (default {DEFAULT_STORAGE}).")
 ]
 UrlOpt = Annotated[str | None, typer.Option("--url", help="URL of a running abo service.")]
 TokenOpt = Annotated[
@@ -48,50 +107,189 @@ TokenOpt = Annotated[
 FormatOpt = Annotated[Format, typer.Option("--format", help="table, json or csv.")]
 
 
+class _StoredStudy:
+    """A study read straight from its storage: what the read commands show, without building
+    the study's strategy (so neither torch nor BoTorch is imported)."""
+
+    def __init__(self, store: Storage, record: StudyRecord) -> None:
+        self.store = store
+        self.record = record
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def direction(self) -> str:
+        return self.record.direction
+
+    @property
+    def space(self) -> Space:
+        return self.record.space
+
+    @property
+    def trials(self) -> list[Trial]:
+        return self.store.trials(self.record)
+
+    @property
+    def best(self) -> Trial | None:
+        return _best(self.trials, self.direction)
+
+    def __len__(self) -> int:
+        return self.store.count(self.record)
+
+    def delete(self) -> None:
+        """Delete exactly this study (not one created again under its name meanwhile)."""
+        self.store.delete_study(self.name, expected=self.record)
+
+
+def _best(trials: list[Trial], direction: str) -> Trial | None:
+    """The best done trial (ties: the earliest), as ``abo.Study.best``."""
+    from abo.trial import TrialState
+
+    done = [t for t in trials if t.state is TrialState.DONE and t.value is not None]
+    if not done:
+        return None
+    if direction == "minimize":
+        return min(done, key=lambda t: (t.value, t.id))
+    return max(done, key=lambda t: (t.value, -t.id))
+
+
+def _trial_json(trial: Trial) -> dict[str, Any]:
+    """A trial as the service sends it (``to_dict`` with its duration)."""
+    return {**trial.to_dict(), "duration": trial.duration}
+
+
+def _summary(store: Storage, record: StudyRecord) -> dict[str, Any]:
+    """A study's definition and trial counts, in the form the service's ``/studies`` lists."""
+    from abo.trial import TrialState
+
+    trials = store.trials(record)
+    states = {st.value: 0 for st in TrialState}
+    for t in trials:
+        states[t.state.value] += 1
+    best = _best(trials, record.direction)
+    return {
+        "name": record.name,
+        "space": record.space.to_json(),
+        "direction": record.direction,
+        "strategy": record.strategy,
+        "seed": record.seed,
+        "config": record.config.to_json(),
+        "created_at": record.created_at,
+        "n_trials": len(trials),
+        "states": states,
+        "best": _trial_json(best) if best is not None else None,
+    }
+
+
 @dataclass
 class _Source:
-    """A storage or a service, behind the few reads the commands need."""
+    """A storage or a service, behind the few reads the commands need.
+
+    ``origin`` says where the storage came from, for advice in errors: ``"default"``
+    (nothing given: ``./abo.db``), ``"--storage"``, or the study file it was read from.
+    """
 
     storage: str | None
     url: str | None
     token: str | None
+    origin: str = "--storage"
 
     def __post_init__(self) -> None:
         if self.storage and self.url:
             raise typer.BadParameter("give --storage or --url, not both")
         if not self.url and not self.storage:
-            self.storage = "sqlite:///abo.db"
+            self.storage, self.origin = DEFAULT_STORAGE, "default"
+
+    @property
+    def label(self) -> str:
+        return self.url or storage_label(self.storage)
 
     def _client(self) -> Any:
         from abo.service.client import Client
 
         return Client(self.url or "", token=self.token or os.environ.get("ABO_TOKEN"), retries=2)
 
+    def _advice(self) -> str:
+        if self.origin == "default":
+            return (
+                f"looked in ./abo.db ({self.label}), the default storage: give --storage URL, "
+                "or the study's TOML file instead of its name"
+            )
+        if self.origin == "--storage":
+            return f"looked in {self.label}"
+        return f"looked in {self.label}, the storage {self.origin} names"
+
+    def _store(self) -> Storage:
+        """The storage, refusing (and not creating) a SQLite file that does not exist."""
+        from abo.storage import open_storage
+
+        label = storage_label(self.storage)
+        if label.startswith("sqlite:///") and not label.startswith("sqlite:///file:"):
+            path = Path(label[len("sqlite:///") :].partition("?")[0])
+            if not path.exists():
+                if self.origin == "default":
+                    raise StorageError(
+                        f"storage: there is no abo.db in {path.parent} (the default storage); "
+                        "give --storage URL, or the study's TOML file instead of its name"
+                    )
+                where = "" if self.origin == "--storage" else f" (the storage {self.origin} names)"
+                raise StorageError(f"storage: {path} does not exist{where}")
+        return open_storage(self.storage)
+
     def studies(self) -> list[dict[str, Any]]:
         if self.url:
             return self._client().studies()
-        from abo.service.app import study_summary
-        from abo.storage import open_storage
-
-        store = open_storage(self.storage)
-        return [study_summary(store, r).model_dump() for r in store.list_studies()]
+        store = self._store()
+        return [_summary(store, r) for r in store.list_studies()]
 
     def study(self, name: str) -> Any:
+        """A ``_StoredStudy`` or a ``RemoteStudy``; a missing study's error says where abo
+        looked and what to give instead."""
         if self.url:
             return self._client().load_study(name)
-        import abo
+        store = self._store()
+        try:
+            return _StoredStudy(store, store.load_study(name))
+        except StudyNotFoundError as exc:
+            raise StudyNotFoundError(f"{exc}; {self._advice()}") from None
 
-        return abo.load_study(name, storage=self.storage)
+    def delete(self, study: Any) -> None:
+        """Delete ``study`` (from ``self.study``) with its trials."""
+        if self.url:
+            self._client().delete_study(study.name)
+        else:
+            study.delete()
+
+
+def _target(
+    study: str, storage: str | None, url: str | None, token: str | None
+) -> tuple[_Source, str]:
+    """Where the STUDY argument points: a name with the options, or a study file."""
+    if not study.lower().endswith(".toml"):
+        return _Source(storage, url, token), study
+    if storage or url:
+        raise typer.BadParameter(
+            "a study file names its own storage: give the file, or a name with --storage/--url",
+            param_hint="STUDY",
+        )
+    from abo.config import locate_study
+
+    name, where = _run(lambda: locate_study(study))
+    return _Source(where, None, token, origin=study), name
 
 
 def _run(fn: Any) -> Any:
     """Call ``fn``, turning abo and connection errors into exit code 1 with the message."""
-    import httpx
-
+    httpx = sys.modules.get("httpx")  # only a command that used the client can raise its errors
+    errors: tuple[type[Exception], ...] = (
+        (AboError,) if httpx is None else (AboError, httpx.HTTPError)
+    )
     try:
         return fn()
-    except (AboError, httpx.HTTPError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+    except errors as exc:
+        print_error(exc)
         raise typer.Exit(1) from None
 
 
@@ -119,7 +317,7 @@ def _emit(rows: list[dict[str, Any]], fmt: Format, title: str, data: Any = None)
     table = Table(*columns, title=title)
     for row in rows:
         table.add_row(*[_fmt(row.get(c)) for c in columns])
-    Console(width=max(120, Console().width)).print(table)
+    make_console(min_width=120).print(table)
 
 
 def _trial_row(t: Trial) -> dict[str, Any]:
@@ -137,7 +335,7 @@ def _trial_row(t: Trial) -> dict[str, Any]:
 
 def serve(
     storage: Annotated[str, typer.Option(help="Storage URL (PostgreSQL for many hosts).")] = (
-        "sqlite:///abo.db"
+        DEFAULT_STORAGE
     ),
     host: Annotated[str, typer.Option(help="Address to bind (loopback unless told).")] = (
         "127.0.0.1"
@@ -150,31 +348,57 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/)."""
-    import uvicorn
-
-    from abo.service.app import create_app
     from abo.service.auth import TokenSet, check_bind, read_tokens
 
     try:
         tokens = read_tokens(token_file)
-        check_bind(host, TokenSet(tokens))
+        bind = check_bind(host, TokenSet(tokens))
     except AboError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
+    bind_host = bind if isinstance(bind, str) else host  # the host without IPv6 brackets
+
+    import uvicorn
+
+    from abo.service.app import create_app
+
     app = _run(lambda: create_app(storage, token=tokens, max_body_bytes=max_body_bytes))
     auth = f"{len(tokens)} token(s)" if tokens else "no auth (loopback only)"
-    err.print(f"abo service on http://{host}:{port} ({auth}); dashboard at /, API at /docs")
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    shown = f"[{bind_host}]" if ":" in bind_host else bind_host
+    err.print(
+        f"abo service on http://{shown}:{port} ({auth}) for {storage_label(storage)}; "
+        "dashboard at /, API at /docs",
+        highlight=False,
+    )
+    uvicorn.run(app, host=bind_host, port=port, log_level=log_level)
 
 
 def studies(
+    study_file: Annotated[
+        str | None,
+        typer.Argument(
+            help="A study file (.toml): list the studies in the storage it names.",
+            show_default=False,
+        ),
+    ] = None,
     storage: StorageOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
     format: FormatOpt = Format.table,
 ) -> None:
     """List the studies with their trial counts and best value."""
-    data = _run(_Source(storage, url, token).studies)
+    if study_file is not None:
+        if not study_file.lower().endswith(".toml"):
+            raise typer.BadParameter(
+                f"expected a study file ending in .toml, got {study_file!r}",
+                param_hint="STUDY_FILE",
+            )
+        source, _ = _target(study_file, storage, url, token)
+    else:
+        source = _Source(storage, url, token)
+    data = _run(source.studies)
+    from abo.trial import TrialState
+
     rows = [
         {
             "name": s["name"],
@@ -186,11 +410,11 @@ def studies(
         }
         for s in data
     ]
-    _emit(rows, format, "studies", data)
+    _emit(rows, format, f"studies in {source.label}", data)
 
 
 def trials(
-    name: Annotated[str, typer.Argument(help="The study.")],
+    study: StudyArg,
     storage: StorageOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
@@ -200,34 +424,38 @@ def trials(
     format: FormatOpt = Format.table,
 ) -> None:
     """List a study's trials: state, value, duration, strategy arm and parameters."""
-    study = _run(lambda: _Source(storage, url, token).study(name))
+    from abo.trial import TrialState
+
     wanted = set(state or [])
     bad = wanted - {s.value for s in TrialState}
     if bad:
         raise typer.BadParameter(f"unknown state {sorted(bad)[0]!r}", param_hint="--state")
-    listed = [t for t in _run(lambda: study.trials) if not wanted or t.state.value in wanted]
+    source, name = _target(study, storage, url, token)
+    found = _run(lambda: source.study(name))
+    listed = [t for t in _run(lambda: found.trials) if not wanted or t.state.value in wanted]
     rows = [_trial_row(t) for t in listed]
     _emit(rows, format, f"trials of {name}", [t.to_dict() for t in listed])
 
 
 def best(
-    name: Annotated[str, typer.Argument(help="The study.")],
+    study: StudyArg,
     storage: StorageOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
     format: FormatOpt = Format.table,
 ) -> None:
     """Show the best done trial of a study (exit code 1 when there is none yet)."""
-    study = _run(lambda: _Source(storage, url, token).study(name))
-    trial = _run(lambda: study.best)
+    source, name = _target(study, storage, url, token)
+    found = _run(lambda: source.study(name))
+    trial = _run(lambda: found.best)
     if trial is None:
-        err.print(f"[red]error:[/red] name: study {name!r} has no done trial yet")
+        print_error(f"name: study {name!r} has no done trial yet")
         raise typer.Exit(1)
     _emit([_trial_row(trial)], format, f"best trial of {name}", trial.to_dict())
 
 
 def plot(
-    name: Annotated[str, typer.Argument(help="The study.")],
+    study: StudyArg,
     kind: Annotated[Kind, typer.Option(help="convergence, timeline or parallel.")] = (
         Kind.convergence
     ),
@@ -237,20 +465,49 @@ def plot(
     token: TokenOpt = None,
 ) -> None:
     """Write a PNG: best-so-far convergence, per-worker timeline, or parallel coordinates."""
+    if out is not None and out.suffix.lower() != ".png":
+        raise typer.BadParameter(f"expected a .png file, got {str(out)!r}", param_hint="--out")
+    source, name = _target(study, storage, url, token)
+    found = _run(lambda: source.study(name))
+    listed = _run(lambda: found.trials)
+    path = out or Path(f"{name}-{kind.value}.png")
     from abo import plots
 
-    study = _run(lambda: _Source(storage, url, token).study(name))
-    listed = _run(lambda: study.trials)
-    path = out or Path(f"{name}-{kind.value}.png")
-    if path.suffix.lower() != ".png":
-        raise typer.BadParameter(f"expected a .png file, got {str(path)!r}", param_hint="--out")
     if kind is Kind.convergence:
-        plots.convergence(listed, study.direction, path, title=name)
+        plots.convergence(listed, found.direction, path, title=name)
     elif kind is Kind.timeline:
         plots.timeline(listed, path, title=name)
     else:
-        plots.parallel(listed, study.space.to_json(), study.direction, path, title=name)
+        plots.parallel(listed, found.space.to_json(), found.direction, path, title=name)
     typer.echo(str(path))
+
+
+def delete(
+    study: StudyArg,
+    storage: StorageOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete without asking (needed without a terminal).")
+    ] = False,
+) -> None:
+    """Delete a study with all its trials, after asking (exit code 1 when nothing was deleted)."""
+    source, name = _target(study, storage, url, token)
+    found = _run(lambda: source.study(name))
+    n = _run(lambda: len(found))
+    what = f"study {name!r} with its {n} trial{'' if n == 1 else 's'}"
+    if not yes:
+        if not sys.stdin.isatty():
+            print_error(
+                f"--yes: not given, and there is no terminal to ask on, so {what} was not "
+                "deleted (pass --yes to delete it)"
+            )
+            raise typer.Exit(1)
+        if not typer.confirm(f"Delete {what}?", default=False):
+            err.print("nothing deleted", highlight=False)
+            raise typer.Exit(1)
+    _run(lambda: source.delete(found))
+    typer.echo(f"deleted {what} from {source.label}")
 
 
 def register(app: typer.Typer) -> None:
@@ -260,3 +517,4 @@ def register(app: typer.Typer) -> None:
     app.command("trials")(trials)
     app.command("best")(best)
     app.command("plot")(plot)
+    app.command("delete")(delete)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +101,146 @@ def test_plot_writes_a_png(where, kind: str, tmp_path: Path) -> None:
 def test_storage_and_url_together_is_a_usage_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["studies", "--storage", "sqlite://", "--url", "http://x"])
     assert result.exit_code == 2
+
+
+def _study(url: str, name: str, n: int = 2) -> abo.Study:
+    study = abo.create_study(SPACE, name=name, storage=url, strategy="random", seed=0)
+    for t in study.ask_batch(n):
+        study.tell(t.id, objective(t.params))
+    return study
+
+
+def _names(url: str) -> list[str]:
+    return [r.name for r in abo.storage.open_storage(url).list_studies()]
+
+
+def test_a_study_file_names_the_study_and_its_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`abo trials FILE` reads [study] name and storage (relative to the file) from it."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'results.db'}"
+    done = [t for t in _study(url, "filed", n=3).trials if t.state is abo.TrialState.DONE]
+    (folder / "study.toml").write_text(
+        '[study]\nname = "filed"\nstorage = "sqlite:///results.db"\nn_trials = 3\n'
+        '[space]\nx = {type = "float", low = -2, high = 2}\n[objective]\ncommand = "true"\n'
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # not where the file or the database is
+    toml = str(Path("..") / "project" / "study.toml")
+    data = json.loads(_ok(["trials", toml, "--format", "json"]))
+    assert {t["id"]: t["value"] for t in data} == {t.id: t.value for t in done}
+    best = json.loads(_ok(["best", toml, "--format", "json"]))
+    assert best["value"] == min(t.value for t in done)
+    listed = json.loads(_ok(["studies", toml, "--format", "json"]))
+    assert [s["name"] for s in listed] == ["filed"]
+    assert _ok(["plot", toml, "--out", "c.png"]).strip() == "c.png"
+    assert (elsewhere / "c.png").read_bytes()[:4] == b"\x89PNG"
+    # a file and a storage together is a usage error; a file's own problems name the field
+    both = runner.invoke(app, ["trials", toml, "--storage", url])
+    assert both.exit_code == 2 and "storage" in both.output
+    assert runner.invoke(app, ["studies", "filed"]).exit_code == 2  # studies takes a .toml
+    (folder / "anon.toml").write_text('[study]\nn_trials = 3\nstorage = "sqlite:///r.db"\n')
+    anon = runner.invoke(app, ["trials", str(folder / "anon.toml")])
+    assert anon.exit_code == 1 and "study.name: missing" in anon.output
+    gone = runner.invoke(app, ["best", str(folder / "nope.toml")])
+    assert gone.exit_code == 1 and "study file:" in gone.output and "does not exist" in gone.output
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["c.png"]  # no abo.db was created
+
+
+def test_a_missing_study_says_where_abo_looked_and_what_to_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    nothing = runner.invoke(app, ["trials", "quadratic"])  # no ./abo.db at all
+    assert nothing.exit_code == 1
+    assert "no abo.db" in nothing.output and "--storage" in nothing.output
+    assert "TOML file" in nothing.output
+    assert not (tmp_path / "abo.db").exists()  # reading never creates the default database
+    _study(f"sqlite:///{tmp_path / 'abo.db'}", "other")
+    missing = runner.invoke(app, ["best", "quadratic"])
+    assert missing.exit_code == 1
+    line = next(ln for ln in missing.stderr.splitlines() if ln.startswith("error:"))
+    assert "'quadratic'" in line and "studies here: other" in line
+    assert f"sqlite:///{tmp_path / 'abo.db'}" in line  # whole: no wrapping outside a terminal
+    assert "--storage URL" in line and "TOML file" in line
+
+
+def test_error_messages_are_text_not_rich_markup(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    _study(url, "m")
+    result = runner.invoke(app, ["trials", "x[/y] [bold]", "--storage", url])
+    assert result.exit_code == 1 and "'x[/y] [bold]'" in result.stderr
+
+
+@pytest.fixture(params=["storage", "service"])
+def doomed(request: pytest.FixtureRequest, tmp_path: Path, study_name: str) -> list[str]:
+    """Options naming a study (``study_name``, 2 done trials) to delete."""
+    if request.param == "storage":
+        url = f"sqlite:///{tmp_path / 'd.db'}"
+        _study(url, study_name)
+        _study(url, "keep")
+        return ["--storage", url]
+    server: Server = request.getfixturevalue("server")
+    from abo.service import Client
+
+    with Client(server.url) as client:
+        study = client.create_study(SPACE, study_name, strategy="random", seed=0)
+        for t in study.ask_batch(2):
+            study.tell(t.id, objective(t.params))
+    return ["--url", server.url]
+
+
+def _exists(opts: list[str], name: str) -> bool:
+    data = json.loads(_ok(["studies", *opts, "--format", "json"]))
+    return name in [s["name"] for s in data]
+
+
+def test_delete_refuses_without_a_terminal_and_deletes_with_yes(
+    doomed: list[str], study_name: str
+) -> None:
+    refused = runner.invoke(app, ["delete", study_name, *doomed])  # stdin is not a terminal
+    assert refused.exit_code == 1 and "--yes" in refused.stderr
+    assert f"'{study_name}' with its 2 trials was not deleted" in refused.stderr
+    assert _exists(doomed, study_name)
+    done = runner.invoke(app, ["delete", study_name, *doomed, "--yes"])
+    assert done.exit_code == 0, done.output
+    assert f"deleted study '{study_name}' with its 2 trials" in done.stdout
+    assert not _exists(doomed, study_name)
+    again = runner.invoke(app, ["delete", study_name, *doomed, "--yes"])
+    assert again.exit_code == 1 and study_name in again.stderr
+
+
+def _delete_at_a_terminal(answer: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``abo delete ARGS`` with a real terminal (a pty) on stdin, answering ``answer``."""
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "abo.cli", "delete", *args],
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(master, answer.encode() + b"\n")
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+        os.close(slave)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def test_delete_asks_at_a_terminal(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ask.db'}"
+    _study(url, "a", n=3)
+    toml = tmp_path / "study.toml"
+    toml.write_text('[study]\nname = "a"\nstorage = "sqlite:///ask.db"\nn_trials = 3\n')
+    kept = _delete_at_a_terminal("n", "a", "--storage", url)
+    assert kept.returncode == 1 and "Delete study 'a' with its 3 trials? [y/N]" in kept.stdout
+    assert "nothing deleted" in kept.stderr and _names(url) == ["a"]
+    gone = _delete_at_a_terminal("y", str(toml))  # by its study file
+    assert gone.returncode == 0, gone.stderr
+    assert "Delete study 'a' with its 3 trials? [y/N]" in gone.stdout
+    assert _names(url) == []
