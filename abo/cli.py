@@ -1,11 +1,15 @@
 """The ``abo`` command line (typer): ``abo demo`` and friends.
 
 Exit codes: 0 done, 1 an abo error (the message says which field and why), 2 usage.
+
+Only typer and rich are imported up front: each command imports what it needs (torch, Dask,
+FastAPI, matplotlib) when it runs, so ``abo --help`` and the commands that only read a study
+start in a fraction of a second.
 """
 
 from __future__ import annotations
 
-import os
+import shlex
 import sys
 import time
 from contextlib import nullcontext
@@ -14,12 +18,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from abo.exceptions import AboError
+from abo.exceptions import AboError, DuplicatedStudyError, StudyNotFoundError
+from abo.service.commands import make_console, print_error, storage_label
+from abo.service.commands import register as _register_service
 
 app = typer.Typer(
     name="abo",
@@ -27,7 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-err = Console(stderr=True)
+err = make_console(stderr=True)
 
 
 class Progress:
@@ -78,35 +85,34 @@ class Progress:
         return Group(table)
 
 
-def torch_threads() -> int:
-    """Intra-op threads for torch in abo's own processes: ``ABO_TORCH_THREADS``, default 1.
+def _version(value: bool) -> None:
+    if value:
+        from abo import __version__
 
-    The driver and the service share the machine with the evaluations; with more threads than
-    free cores, torch's small GP operations slow down by an order of magnitude (measured with
-    ``benchmarks/proposal_speed.py --threads`` on this 2-core machine), while a GP capped at
-    ``max_exact`` points has little to gain from more threads.
-    """
-    raw = os.environ.get("ABO_TORCH_THREADS", "1")
-    try:
-        threads = int(raw)
-    except ValueError:
-        threads = 0
-    if threads < 1:
-        raise typer.BadParameter(f"ABO_TORCH_THREADS: expected a positive integer, got {raw!r}")
-    return threads
+        typer.echo(f"abo {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _setup() -> None:
+def _setup(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print abo's version and exit."
+        ),
+    ] = False,
+) -> None:
     """Asynchronous Bayesian optimization."""
-    import torch
-
-    torch.set_num_threads(torch_threads())
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err.print(f"[red]error:[/red] {exc}")
+    print_error(exc)
     return typer.Exit(1)
+
+
+def _command(*words: str | Path) -> str:
+    """A command line to print for the user to copy (each word shell-quoted)."""
+    return " ".join(shlex.quote(str(w)) for w in words)
 
 
 @app.command()
@@ -130,11 +136,15 @@ def demo(
     from abo.executors import DaskExecutor
     from abo.plots import convergence
 
-    console = Console()
+    console = make_console()
+    where = storage_label(storage)
     try:
         space = abo.Space({name: abo.Float(0.0, 1.0) for name in PARAMS})
         if resume is not None:
-            study = abo.load_study(resume, storage=storage)
+            try:
+                study = abo.load_study(resume, storage=storage)
+            except StudyNotFoundError as exc:
+                raise StudyNotFoundError(f"{exc}; looked in {where}") from None
         else:
             name = "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S-%f")
             study = abo.create_study(
@@ -146,8 +156,9 @@ def demo(
                 noise="deterministic",
             )
         console.print(
-            f"study [bold]{study.name}[/bold] in {storage}: {trials} trials of Hartmann-6 "
-            f"on {workers} Dask workers ({study.strategy})"
+            f"study [bold]{escape(study.name)}[/bold] in {escape(where)}: {trials} trials of "
+            f"Hartmann-6 on {workers} Dask workers ({study.strategy})",
+            highlight=False,
         )
         objective = functools.partial(
             slow_hartmann6, min_seconds=min_seconds, max_seconds=max_seconds
@@ -167,18 +178,23 @@ def demo(
                 )
     except AboError as exc:
         raise _fail(exc) from None
-    console.print(result.summary())
+    console.print(result.summary(), highlight=False)
     best = study.best
     if best is not None:
         console.print(
-            f"best value {best.value:.6f} (Hartmann-6 minimum -3.32237) at trial {best.id}:"
+            f"best value {best.value:.6f} (Hartmann-6 minimum -3.32237) at trial {best.id}:",
+            highlight=False,
         )
         for key, value in best.params.items():
-            console.print(f"  {key} = {value:.6f}")
+            console.print(f"  {key} = {value:.6f}", highlight=False)
     plot = _plot_path(storage, study.name)
     convergence(study.trials, study.direction, plot, title=f"{study.name} (Hartmann-6)")
-    console.print(f"convergence plot: {plot}")
-    console.print(f"resume with: abo demo --resume {study.name} --storage {storage}")
+    for line in (
+        f"results in: {where}",
+        f"convergence plot: {plot}",
+        "resume with: " + _command("abo", "demo", "--resume", study.name, "--storage", where),
+    ):
+        console.print(line, markup=False, highlight=False)
 
 
 def _plot_path(storage: str, name: str) -> Path:
@@ -187,7 +203,7 @@ def _plot_path(storage: str, name: str) -> Path:
     if storage.startswith("sqlite:///"):
         db = Path(storage[len("sqlite:///") :])
         folder = db.parent if str(db.parent) else Path.cwd()
-    return folder / f"{name}-convergence.png"
+    return (folder / f"{name}-convergence.png").absolute()
 
 
 @app.command()
@@ -203,6 +219,9 @@ def run(
 ) -> None:
     """Run the study a TOML file describes (space, objective, budget, storage, executor).
 
+    The summary says where the results are; `abo trials FILE`, `abo best FILE` and
+    `abo plot FILE` read them back through the same file.
+
     Exit codes: 0 the budget is done (or a clean stop), 1 an error, 3 the failure-rate guard
     stopped the study.
     """
@@ -213,9 +232,11 @@ def run(
     from abo.exceptions import FailureRateExceeded
     from abo.trial import TrialState
 
-    console = Console()
+    console = make_console()
     if quiet:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    file = study_file.absolute()
+    storage: str | None = None
     try:
         spec = load_spec(study_file)
         options = dict(spec.study)
@@ -229,14 +250,21 @@ def run(
             study = abo.load_study(resume, storage=storage)
         else:
             study = abo.create_study(spec.space, name=name, storage=storage, **options)
-        finished = sum(1 for t in study.trials if t.state in (TrialState.DONE, TrialState.FAILED))
-        remaining = n_trials - finished
+
+        def finished() -> int:
+            states = (TrialState.DONE, TrialState.FAILED)
+            return sum(1 for t in study.trials if t.state in states)
+
+        done_before = finished()
+        remaining = n_trials - done_before
         console.print(
-            f"study [bold]{study.name}[/bold]: {finished}/{n_trials} finished, "
-            f"{max(0, remaining)} to go ({study.strategy}, {spec.executor['kind']} executor)"
+            f"study [bold]{escape(study.name)}[/bold] in {escape(storage_label(storage))}: "
+            f"{done_before}/{n_trials} finished, {max(0, remaining)} to go ({study.strategy}, "
+            f"{spec.executor['kind']} executor)",
+            highlight=False,
         )
         if remaining <= 0:
-            console.print("the budget is already done")
+            console.print("the budget is already done", highlight=False)
             return
         objective = build_objective(spec)
         executor = build_executor(spec)
@@ -264,20 +292,45 @@ def run(
                 )
         finally:
             executor.close()
+        done_after = finished()
     except FailureRateExceeded as exc:
-        err.print(f"[red]stopped:[/red] {exc}")
+        print_error(exc, label="stopped")
         raise typer.Exit(3) from None
+    except DuplicatedStudyError:
+        raise _fail(
+            f"name: a study called {name!r} exists already in {storage_label(storage)}; "
+            f"continue it with: {_command('abo', 'run', file, '--resume', name)} "
+            "(or give the new study another name in the file)"
+        ) from None
+    except StudyNotFoundError as exc:
+        if resume is None:
+            raise _fail(exc) from None
+        raise _fail(
+            f"{exc} (in {storage_label(storage)}); start it with: {_command('abo', 'run', file)}"
+        ) from None
     except AboError as exc:
         raise _fail(exc) from None
-    console.print(result.summary())
+    console.print(result.summary(), highlight=False)
     best = study.best
     if best is not None:
-        console.print(f"best value {best.value:.6g} at trial {best.id}: {best.params}")
+        console.print(
+            f"best value {best.value:.6g} at trial {best.id}: {best.params}",
+            markup=False,
+            highlight=False,
+        )
+    lines = [f"results in: {storage_label(storage)}"]
+    if storage is not None:
+        lines.append("see them with: " + _command("abo", "trials", file))
+    if done_after < n_trials and storage is not None:
+        lines.append("resume with: " + _command("abo", "run", file, "--resume", study.name))
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
 
 
 def _log_trial(study: object, trial: object) -> None:
     t = trial  # an abo.Trial
-    err.print(f"trial {t.id} {t.state}: {t.value if t.value is not None else t.reason}")  # type: ignore[attr-defined]
+    value = t.value if t.value is not None else t.reason  # type: ignore[attr-defined]
+    err.print(f"trial {t.id} {t.state}: {value}", markup=False, highlight=False)  # type: ignore[attr-defined]
 
 
 @app.command("strategies")
@@ -288,14 +341,10 @@ def list_strategies() -> None:
     table = Table("strategy", "description")
     for name, text in strategies().items():
         table.add_row(name, text)
-    Console().print(table)
+    make_console().print(table)
 
-
-from abo.service.commands import register as _register_service  # noqa: E402
 
 _register_service(app)
-with __import__("contextlib").suppress(ImportError):  # `abo bench` needs benchmarks/ importable
-    __import__("benchmarks.__main__").__main__.register(app)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""``python -m benchmarks`` (and ``abo bench``): run suites, report them, time proposals.
+"""``python -m benchmarks``, from the repository root: run suites, report them, time proposals.
 
 python -m benchmarks run smoke --out results/smoke.jsonl --processes 2
 python -m benchmarks run full --shard 0/4 --out results/full-0.jsonl   # one of 4 machines
@@ -13,9 +13,6 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
-
-import typer  # abo's own CLI dependency; `abo bench` is a typer command
 
 
 def _log(message: str) -> None:
@@ -137,19 +134,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser().error(str(exc))
     return 2
-
-
-def register(app: Any) -> None:
-    """Add ``abo bench ...`` to abo's typer app; arguments are passed through to ``main``."""
-
-    @app.command(
-        "bench",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        add_help_option=False,
-    )
-    def bench(ctx: typer.Context) -> None:
-        """Benchmarks: run suites, report them, time proposals (see `abo bench --help`)."""
-        raise typer.Exit(main(list(ctx.args) or ["--help"]))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -22,14 +23,22 @@ pytestmark = pytest.mark.slow
 
 
 def _abo(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """``abo ARGS`` with stdout and stderr to pipes and no COLUMNS, as in a batch job's log."""
     return subprocess.run(
         [*ABO, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
     )
+
+
+def _line(text: str, start: str) -> str:
+    """The one line of ``text`` that starts with ``start``."""
+    found = [line for line in text.splitlines() if line.startswith(start)]
+    assert len(found) == 1, text
+    return found[0]
 
 
 def test_demo_end_to_end_and_resume(tmp_path: Path) -> None:
@@ -51,6 +60,10 @@ def test_demo_end_to_end_and_resume(tmp_path: Path) -> None:
     assert db.exists()
     names = [s.name for s in abo.storage.SQLStorage(f"sqlite:///{db}").list_studies()]
     assert len(names) == 1
+    # piped output is not wrapped: the storage and the resume command are whole lines
+    assert _line(out.stdout, "results in:") == f"results in: sqlite:///{db}"
+    resume = f"resume with: abo demo --resume {names[0]} --storage sqlite:///{db}"
+    assert _line(out.stdout, "resume with:") == resume
     study = abo.load_study(names[0], storage=f"sqlite:///{db}")
     assert sum(t.state is TrialState.DONE for t in study.trials) == 8
     assert (tmp_path / f"{names[0]}-convergence.png").stat().st_size > 1000
@@ -78,11 +91,29 @@ def test_the_example_study_file_runs(tmp_path: Path) -> None:
     toml = _example(tmp_path, n_trials=6)
     out = _abo("run", str(toml), "--quiet", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    study = abo.load_study("quadratic", storage=f"sqlite:///{toml.parent / 'quadratic.db'}")
+    db = f"sqlite:///{toml.parent / 'quadratic.db'}"
+    study = abo.load_study("quadratic", storage=db)
     done = [t for t in study.trials if t.state is TrialState.DONE]
     assert len(done) == 6
     assert all(t.user["iterations"] == 10 * t.params["layers"] for t in done)
     assert all(Path(t.user["stdout"]).exists() for t in done)
+    # the summary says where the results are, on whole lines, and how to read them back
+    assert _line(out.stdout, "results in:") == f"results in: {db}"
+    assert _line(out.stdout, "see them with:") == f"see them with: abo trials {toml}"
+    assert all(f"'{p}'" in _line(out.stdout, "best value") for p in study.space)
+    listed = _abo("trials", str(toml), "--format", "json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert {t["id"] for t in json.loads(listed.stdout) if t["state"] == "done"} == {
+        t.id for t in done
+    }
+    # a second run of the same file says how to continue the study, and changes nothing
+    twice = _abo("run", str(toml), "--quiet", cwd=tmp_path)
+    assert twice.returncode == 1
+    error = _line(twice.stderr, "error:")
+    assert "'quadratic' exists already" in error and db in error
+    assert f"continue it with: abo run {toml} --resume quadratic" in error
+    assert "load_if_exists" not in error
+    assert len(abo.load_study("quadratic", storage=db)) == len(study)
     # the budget is the study's: running it again has nothing left to do
     again = _abo("run", str(toml), "--resume", "quadratic", cwd=tmp_path)
     assert again.returncode == 0 and "already done" in again.stdout
@@ -186,14 +217,13 @@ def test_function_objective_runs_on_local_dask_workers(tmp_path: Path) -> None:
     assert study.config.refit == "background" and study.config.max_exact == 500
 
 
-def test_torch_threads_default_to_one_and_bad_values_are_named(tmp_path: Path) -> None:
-    code = "from abo.cli import torch_threads; print(torch_threads())"
-    env = {k: v for k, v in os.environ.items() if k != "ABO_TORCH_THREADS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.stdout.strip() == "1", out.stderr
-    env["ABO_TORCH_THREADS"] = "3"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.stdout.strip() == "3", out.stderr
-    env["ABO_TORCH_THREADS"] = "many"
-    out = subprocess.run([*ABO, "strategies"], capture_output=True, text=True, env=env)
-    assert out.returncode != 0 and "ABO_TORCH_THREADS" in out.stderr
+def test_bench_is_not_an_abo_command_and_benchmarks_run_from_a_checkout(tmp_path: Path) -> None:
+    """``abo bench`` is gone (it only existed with the source tree on the path); the
+    benchmarks' own command line works on its own from the repository root."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bench = subprocess.run([*ABO, "bench", "--help"], capture_output=True, text=True, env=env)
+    assert bench.returncode == 2 and "No such command 'bench'" in bench.stderr
+    help_ = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--help"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert help_.returncode == 0 and "latency" in help_.stdout, help_.stderr
