@@ -23,9 +23,30 @@ Every error names the field it is about and why, so a message can be shown to a 
 
 from __future__ import annotations
 
+import re
+
+_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\[\]-]{0,127}): ")
+
 
 class AboError(Exception):
-    """Root of every error abo raises on purpose."""
+    """Root of every error abo raises on purpose.
+
+    ``field`` names what the error is about (``"value"``, ``"outcomes.error"``,
+    ``"space.lr"``): given where the error is raised, else read from the ``field: reason``
+    form every abo message starts with.
+    """
+
+    def __init__(self, *args: object, field: str | None = None) -> None:
+        super().__init__(*args)
+        self._field = field
+
+    @property
+    def field(self) -> str | None:
+        explicit = getattr(self, "_field", None)  # absent on an error unpickled elsewhere
+        if explicit is not None:
+            return explicit
+        match = _FIELD.match(str(self))
+        return match.group(1) if match else None
 
 
 class SearchSpaceError(AboError, ValueError):
