@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import abo
 from abo.cli import app
 
-from .conftest import SPACE, Server, objective
+from .conftest import SPACE, Server, free_port, objective
 
 runner = CliRunner()
 
@@ -244,3 +244,12 @@ def test_delete_asks_at_a_terminal(tmp_path: Path) -> None:
     assert gone.returncode == 0, gone.stderr
     assert "Delete study 'a' with its 3 trials? [y/N]" in gone.stdout
     assert _names(url) == []
+
+
+def test_serve_on_storage_it_cannot_open_says_why_and_exits(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'missing' / 'abo.db'}"
+    cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage", url, "--port", str(free_port())]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert "error: storage:" in out.stderr and "does not exist" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "missing").exists()
