@@ -105,7 +105,7 @@ def _setup(
     """Asynchronous Bayesian optimization."""
 
 
-def _fail(exc: Exception) -> typer.Exit:
+def _fail(exc: object) -> typer.Exit:
     print_error(exc)
     return typer.Exit(1)
 
