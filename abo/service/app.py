@@ -1,13 +1,15 @@
 """The HTTP ask/tell service (FastAPI): ``create_app(storage_url)`` builds it.
 
-Blocking ``Study`` calls run in FastAPI's threadpool (plain ``def`` endpoints); one ``Study``
-per name is cached so its in-process lock serialises asks, and the storage serialises writers
+Asks are ``async`` endpoints that wait on shared proposal rounds run by a private executor
+(``abo.service.asks``), so they never occupy FastAPI's threadpool: health, readiness, tells,
+heartbeats and reads (plain ``def`` endpoints in that threadpool) answer while proposals run.
+One ``Study`` per name is cached (``abo.service.state``); the storage serialises writers
 across processes. Every error is ``{"error": {"code", "message", "field"}}``.
 
 Example:
     >>> from abo.service.app import create_app
     >>> app = create_app("sqlite://")
-    >>> "/api/v1/studies" in [r.path for r in app.routes]
+    >>> "/api/v1/studies/{name}/ask" in app.openapi()["paths"]
     True
 """
 
@@ -15,31 +17,23 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BeforeValidator
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import abo
-from abo.exceptions import (
-    AboError,
-    DuplicatedStudyError,
-    InvalidValueError,
-    SearchSpaceError,
-    StorageError,
-    StudyNotFoundError,
-    TrialNotFoundError,
-    TrialStateError,
-    UnknownStrategyError,
-)
+from abo.exceptions import AboError, DuplicatedStudyError, SearchSpaceError, StorageError
 from abo.service import schemas as s
-from abo.service.auth import COOKIE, OPEN_PATHS, TokenSet, bearer
+from abo.service.asks import check_ask_info
+from abo.service.auth import TokenSet
+from abo.service.errors import AsksBackedUp, abo_error_response, error_response
+from abo.service.middleware import AuthMiddleware, BodyLimitMiddleware
+from abo.service.state import CREATED_HEADER, ServiceState
 from abo.space import Space
 from abo.storage import Storage, StudyRecord, open_storage
 from abo.study import Study
@@ -47,35 +41,29 @@ from abo.trial import Trial, TrialState
 
 API = "/api/v1"
 DEFAULT_MAX_BODY = 1024 * 1024
+DEFAULT_BODY_TIMEOUT = 30.0
+DEFAULT_MAX_WAITING_ASKS = 256
+DEFAULT_MAX_ASK_BATCH = 16
 
-# exception type -> (HTTP status, machine-readable code); the first match wins.
-ERRORS: list[tuple[type[AboError], int, str]] = [
-    (InvalidValueError, 422, "invalid_value"),
-    (SearchSpaceError, 422, "invalid_params"),
-    (UnknownStrategyError, 422, "unknown_strategy"),
-    (StudyNotFoundError, 404, "study_not_found"),
-    (TrialNotFoundError, 404, "trial_not_found"),
-    (TrialStateError, 409, "trial_state"),
-    (DuplicatedStudyError, 409, "study_exists"),
-    (StorageError, 503, "storage_unavailable"),
-    (AboError, 422, "invalid_argument"),
-]
-_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\[\]-]{0,127}): ")
+DESCRIPTION = f"""Asynchronous Bayesian optimization: ask for trials, tell their values.
 
+**Which study.** Every study-scoped request may carry the header `{CREATED_HEADER}` with the
+`created_at` of the study the client loaded (from `GET /api/v1/studies/{{name}}`). When the
+study of that name was deleted and created again since, the answer is 404 `study_not_found`,
+so a client holding the old study never asks or tells into the new one. Without the header a
+request goes to whatever study has the name now (a study found replaced mid-request is 404
+once). The Python client sends it.
 
-def error_response(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
-    """The one error shape of the API."""
-    body = {"error": {"code": code, "message": message, "field": field}}
-    return JSONResponse(body, status_code=status)
+**Busy.** Asks wait for shared proposal rounds; when more than `max_waiting_asks` wait, a new
+ask is answered 503 `busy` with a `Retry-After` header (seconds) instead of waiting.
+"""
 
 
-def _abo_error(exc: AboError) -> JSONResponse:
-    message = str(exc)
-    match = _FIELD.match(message)
-    for kind, status, code in ERRORS:
-        if isinstance(exc, kind):
-            return error_response(status, code, message, match.group(1) if match else None)
-    raise AssertionError("unreachable: AboError is last")  # pragma: no cover
+def _plain_digits(value: Any) -> Any:
+    """Refuse a trial id that is not plain ASCII digits (`" 1"`, `"+1"`, `"1_0"`)."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("expected a trial id of plain digits")
+    return value
 
 
 def _clean(obj: Any, depth: int = 0) -> Any:
@@ -99,63 +87,6 @@ def trial_out(trial: Trial) -> s.TrialOut:
     data = _clean(trial.to_dict())
     data["duration"] = _clean(trial.duration) if data["finished_at"] is not None else None
     return s.TrialOut.model_validate(data)
-
-
-class _State:
-    """What the endpoints share: the storage and one cached ``Study`` per name.
-
-    Studies are opened with ``refit="background"``: an ask never waits for a GP fit; it
-    proposes from the newest hyperparameters conditioned on the current data while one thread
-    refits, its fit running in a child process (see ``abo.refit`` and ``abo.fitproc``).
-    """
-
-    def __init__(self, storage: Storage) -> None:
-        self.storage = storage
-        self._studies: dict[str, Study] = {}
-        self._lock = threading.Lock()
-        self._client_locks: dict[str, threading.Lock] = {}
-
-    def study(self, name: str) -> Study:
-        with self._lock:
-            study = self._studies.get(name)
-        if study is None:
-            study = Study(self.storage, self.storage.load_study(name), refit="background")
-            with self._lock:
-                study = self._studies.setdefault(name, study)
-        return study
-
-    def forget(self, name: str) -> None:
-        """Drop the cached study of that name (deleted, or found stale)."""
-        with self._lock:
-            self._studies.pop(name, None)
-
-    def remember(self, study: Study) -> Study:
-        study = Study(self.storage, study.record, refit="background")
-        with self._lock:
-            return self._studies.setdefault(study.name, study)
-
-    def client_lock(self, name: str) -> threading.Lock:
-        with self._lock:
-            return self._client_locks.setdefault(name, threading.Lock())
-
-    def ask(
-        self,
-        study: Study,
-        count: int,
-        n_workers: int | None,
-        client_id: str | None,
-        info: Mapping[str, Any] | None,
-    ) -> list[Trial]:
-        """Running trials of ``client_id`` first (Vizier semantics), then new ones."""
-        if client_id is None:
-            return study.ask_batch(count, n_workers=n_workers, info=info)
-        with self.client_lock(study.name):
-            mine = [t for t in study.pending if t.info.get("client_id") == client_id][:count]
-            need = count - len(mine)
-            if need <= 0:
-                return mine
-            extra = {**(info or {}), "client_id": client_id}
-            return mine + study.ask_batch(need, n_workers=n_workers, info=extra)
 
 
 def _best(trials: list[Trial], direction: str) -> Trial | None:
@@ -198,100 +129,37 @@ def _study_out(study: Study) -> s.StudyOut:
     return study_summary(study.storage, study.record)
 
 
-# -- ASGI middleware -------------------------------------------------------------------------
-class AuthMiddleware:
-    """401 for every path but the open ones unless a valid bearer token (or cookie) comes."""
-
-    def __init__(self, app: ASGIApp, tokens: TokenSet) -> None:
-        self.app = app
-        self.tokens = tokens
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.tokens or scope["path"] in OPEN_PATHS:
-            await self.app(scope, receive, send)
-            return
-        request = Request(scope)
-        token = bearer(request.headers.get("authorization")) or request.cookies.get(COOKIE)
-        if self.tokens.check(token):
-            await self.app(scope, receive, send)
-            return
-        if scope["path"] == "/" and "text/html" in request.headers.get("accept", ""):
-            from abo.service.dashboard import login_page
-
-            response: Response = login_page(status_code=401)
-        else:
-            why = "missing" if token is None else "invalid"
-            response = error_response(
-                401, "unauthorized", f"authorization: {why} bearer token", "authorization"
-            )
-        response.headers["WWW-Authenticate"] = "Bearer"
-        await response(scope, receive, send)
-
-
-class BodyLimitMiddleware:
-    """413 for a body over ``limit`` bytes, by its Content-Length or as it streams in."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    def _too_large(self) -> JSONResponse:
-        return error_response(
-            413, "payload_too_large", f"body: larger than the limit of {self.limit} bytes", "body"
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = Request(scope).headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            await self._too_large()(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > self.limit:
-                await self._too_large()(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
 # -- the application ---------------------------------------------------------------------------
 _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": s.ErrorBody, "description": text}
     for code, text in {
         401: "Missing or invalid bearer token",
-        404: "Unknown study or trial",
+        404: "Unknown study or trial (or the study was replaced since the client loaded it)",
+        408: "The body did not arrive within the body timeout",
         409: "Conflicting state (a second, different tell; a different space)",
         413: "Body over the size limit",
         422: "Invalid input (the field is named)",
-        503: "Storage unavailable",
+        503: "Storage unavailable, or too many asks waiting (`busy`, with Retry-After)",
     }.items()
 }
 StudyName = Annotated[str, Path(min_length=1, max_length=128, description="The study's name.")]
-TrialId = Annotated[int, Path(ge=1, le=s.MAX_TRIAL_ID, description="The trial's id.")]
+TrialId = Annotated[
+    int,
+    BeforeValidator(_plain_digits),
+    Path(ge=1, le=s.MAX_TRIAL_ID, description="The trial's id (plain digits)."),
+]
+Created = Annotated[
+    float | None,
+    Header(
+        alias=CREATED_HEADER,
+        description="The `created_at` of the study the client loaded: 404 if the study of "
+        "this name is another one now (deleted and created again).",
+        allow_inf_nan=False,
+    ),
+]
 
 
-def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per endpoint
+def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small function per endpoint
     r = APIRouter(prefix=API, responses=_ERROR_RESPONSES)
 
     @r.get("/studies", response_model=s.StudyList, tags=["studies"])
@@ -299,6 +167,26 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
         """Every study of the storage with a summary of its trials."""
         records = state.storage.list_studies()
         return s.StudyList(studies=[study_summary(state.storage, r) for r in records])
+
+    def _existing(study: Study, body: s.StudyCreate, space: Space) -> s.StudyOut | JSONResponse:
+        if not body.load_if_exists:
+            raise DuplicatedStudyError(f"name: a study called {body.name!r} exists already")
+        if study.space != space:
+            return error_response(
+                409,
+                "space_conflict",
+                f"space: study {body.name!r} exists with a different space "
+                f"{json.dumps(study.space.to_json())}",
+                "space",
+            )
+        if study.direction != body.direction:
+            return error_response(
+                409,
+                "direction_conflict",
+                f"direction: study {body.name!r} exists with direction {study.direction!r}",
+                "direction",
+            )
+        return _study_out(study)
 
     @r.post(
         "/studies",
@@ -312,29 +200,14 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
         (200), and a different space or direction is 409."""
         space = Space.from_json(body.space)
         try:
-            existing: Study | None = state.study(body.name)
-        except StudyNotFoundError:
-            existing = None
-        if existing is not None:
-            if not body.load_if_exists:
-                raise DuplicatedStudyError(f"name: a study called {body.name!r} exists already")
-            if existing.space != space:
-                return error_response(  # type: ignore[return-value]
-                    409,
-                    "space_conflict",
-                    f"space: study {body.name!r} exists with a different space "
-                    f"{json.dumps(existing.space.to_json())}",
-                    "space",
-                )
-            if existing.direction != body.direction:
-                return error_response(  # type: ignore[return-value]
-                    409,
-                    "direction_conflict",
-                    f"direction: study {body.name!r} exists with direction {existing.direction!r}",
-                    "direction",
-                )
+            found = state.call(body.name, None, lambda st: _existing(st, body, space), True)
+        except abo.StudyNotFoundError:
+            found = None
+        if isinstance(found, JSONResponse):
+            return found  # type: ignore[return-value]
+        if found is not None:
             response.status_code = 200
-            return _study_out(existing)
+            return found
         _check_space(space)
         study = abo.create_study(
             space,
@@ -354,22 +227,31 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
         return _study_out(state.remember(study))
 
     @r.get("/studies/{name}", response_model=s.StudyOut, tags=["studies"])
-    def get_study(name: StudyName) -> s.StudyOut:
+    def get_study(name: StudyName, created: Created = None) -> s.StudyOut:
         """One study with a summary of its trials."""
-        return _study_out(state.study(name))
+        return state.call(name, created, _study_out, retry=True)
 
     @r.delete("/studies/{name}", status_code=204, tags=["studies"])
-    def delete_study(name: StudyName) -> Response:
+    def delete_study(name: StudyName, created: Created = None) -> Response:
         """Delete a study with all its trials; its other users get 404 from then on."""
-        state.storage.delete_study(name)
+        expected = state.study(name, created).record if created is not None else None
+        state.storage.delete_study(name, expected)
         state.forget(name)
         return Response(status_code=204)
 
-    @r.post("/studies/{name}/ask", response_model=s.AskResponse, tags=["trials"])
-    def ask(name: StudyName, body: s.AskRequest) -> s.AskResponse:
-        """Start ``count`` trials (each later one sees the earlier ones as busy points)."""
-        study = state.study(name)
-        trials = state.ask(study, body.count, body.n_workers, body.client_id, body.info)
+    @r.post(
+        "/studies/{name}/ask",
+        response_model=s.AskResponse,
+        tags=["trials"],
+        responses={503: {"model": s.ErrorBody, "description": "Busy (Retry-After) or storage"}},
+    )
+    async def ask(name: StudyName, body: s.AskRequest, created: Created = None) -> s.AskResponse:
+        """Start ``count`` trials (each later one sees the earlier ones as busy points).
+
+        Asks waiting at once share one proposal round; a ``client_id`` that holds running
+        trials gets those back first (a retried ask never starts more)."""
+        info = check_ask_info(body.info)
+        trials = await state.ask(name, created, body.count, body.n_workers, body.client_id, info)
         n_obs = [t.info.get("n_observations") for t in trials]
         n_obs_ints = [n for n in n_obs if isinstance(n, int) and not isinstance(n, bool)]
         return s.AskResponse(
@@ -377,18 +259,31 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
         )
 
     @r.post("/studies/{name}/enqueue", response_model=s.EnqueueResponse, tags=["trials"])
-    def enqueue(name: StudyName, body: s.ParamsRequest) -> s.EnqueueResponse:
+    def enqueue(
+        name: StudyName, body: s.ParamsRequest, created: Created = None
+    ) -> s.EnqueueResponse:
         """Queue parameters to be handed out by the next ask (checked against the space);
         ``queued`` is false when the study already has them (see ``allow_duplicate``)."""
-        queued = state.study(name).enqueue(body.params, allow_duplicate=body.allow_duplicate)
+        queued = state.call(
+            name,
+            created,
+            lambda st: st.enqueue(body.params, allow_duplicate=body.allow_duplicate),
+            retry=True,
+        )
         return s.EnqueueResponse(queued=queued)
 
     @r.post("/studies/{name}/add", response_model=s.TrialOut, status_code=201, tags=["trials"])
-    def add(name: StudyName, body: s.AddRequest) -> s.TrialOut:
+    def add(name: StudyName, body: s.AddRequest, created: Created = None) -> s.TrialOut:
         """Record a known result as a done trial (an equal done trial is returned instead)."""
-        study = state.study(name)
         return trial_out(
-            study.add(body.params, body.value, body.metadata, allow_duplicate=body.allow_duplicate)
+            state.call(
+                name,
+                created,
+                lambda st: st.add(
+                    body.params, body.value, body.metadata, allow_duplicate=body.allow_duplicate
+                ),
+                retry=True,
+            )
         )
 
     @r.get("/studies/{name}/trials", response_model=s.TrialPage, tags=["trials"])
@@ -399,10 +294,12 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
         ] = None,
         offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
         limit: Annotated[int, Query(ge=1, le=s.MAX_PAGE)] = 1000,
+        created: Created = None,
     ) -> s.TrialPage:
         """Trials in id order, optionally only some states, a page at a time."""
-        study = state.study(name)
-        trials = state.storage.trials(study.record, state_ or None)
+        trials = state.call(
+            name, created, lambda st: st.storage.trials(st.record, state_ or None), retry=True
+        )
         page = trials[offset : offset + limit]
         nxt = offset + limit if offset + limit < len(trials) else None
         return s.TrialPage(
@@ -410,39 +307,60 @@ def _routes(state: _State) -> APIRouter:  # noqa: C901 - one small function per 
         )
 
     @r.get("/studies/{name}/best", response_model=s.BestOut, tags=["trials"])
-    def best(name: StudyName) -> s.BestOut:
+    def best(name: StudyName, created: Created = None) -> s.BestOut:
         """The best done trial (``null`` before the first result)."""
-        trial = state.study(name).best
+        trial = state.call(name, created, lambda st: st.best, retry=True)
         return s.BestOut(trial=trial_out(trial) if trial is not None else None)
 
     @r.get("/studies/{name}/trials/{trial_id}", response_model=s.TrialOut, tags=["trials"])
-    def get_trial(name: StudyName, trial_id: TrialId) -> s.TrialOut:
+    def get_trial(name: StudyName, trial_id: TrialId, created: Created = None) -> s.TrialOut:
         """One trial by id."""
-        return trial_out(state.study(name).trial(trial_id))
+        return trial_out(state.call(name, created, lambda st: st.trial(trial_id), retry=False))
 
     @r.post("/studies/{name}/trials/{trial_id}/tell", response_model=s.TrialOut, tags=["trials"])
-    def tell(name: StudyName, trial_id: TrialId, body: s.TellRequest) -> s.TrialOut:
+    def tell(
+        name: StudyName, trial_id: TrialId, body: s.TellRequest, created: Created = None
+    ) -> s.TrialOut:
         """Record a running trial's value; the same value again is 200, a different one 409."""
-        study = state.study(name)
-        return trial_out(study.tell(trial_id, body.value, body.metadata, info=body.info))
+        return trial_out(
+            state.call(
+                name,
+                created,
+                lambda st: st.tell(trial_id, body.value, body.metadata, info=body.info),
+                retry=False,
+            )
+        )
 
     @r.post("/studies/{name}/trials/{trial_id}/fail", response_model=s.TrialOut, tags=["trials"])
-    def fail(name: StudyName, trial_id: TrialId, body: s.FailRequest) -> s.TrialOut:
-        """Mark a running trial failed: its parameters caused it."""
-        study = state.study(name)
-        return trial_out(study.fail(trial_id, body.reason, body.metadata, info=body.info))
+    def fail(
+        name: StudyName, trial_id: TrialId, body: s.FailRequest, created: Created = None
+    ) -> s.TrialOut:
+        """Mark a running trial failed: its parameters caused it (a lost trial is 409)."""
+        return trial_out(
+            state.call(
+                name,
+                created,
+                lambda st: st.fail(trial_id, body.reason, body.metadata, info=body.info),
+                retry=False,
+            )
+        )
 
     @r.post("/studies/{name}/trials/{trial_id}/lose", response_model=s.TrialOut, tags=["trials"])
-    def lose(name: StudyName, trial_id: TrialId, body: s.LoseRequest) -> s.TrialOut:
-        """Mark a running trial lost (infrastructure failure); its parameters are re-queued."""
-        return trial_out(state.study(name).lose(trial_id, body.reason))
+    def lose(
+        name: StudyName, trial_id: TrialId, body: s.LoseRequest, created: Created = None
+    ) -> s.TrialOut:
+        """Mark a running trial lost (infrastructure failure); its parameters are re-queued.
+        Losing it again is a no-op; a done or failed trial is 409."""
+        return trial_out(
+            state.call(name, created, lambda st: st.lose(trial_id, body.reason), retry=False)
+        )
 
     @r.post(
         "/studies/{name}/trials/{trial_id}/heartbeat", response_model=s.TrialOut, tags=["trials"]
     )
-    def heartbeat(name: StudyName, trial_id: TrialId) -> s.TrialOut:
+    def heartbeat(name: StudyName, trial_id: TrialId, created: Created = None) -> s.TrialOut:
         """Extend a running trial's lease by the study's ``lease_seconds``."""
-        return trial_out(state.study(name).heartbeat(trial_id))
+        return trial_out(state.call(name, created, lambda st: st.heartbeat(trial_id), False))
 
     return r
 
@@ -455,10 +373,37 @@ def _check_space(space: Space) -> None:
             raise SearchSpaceError(f"{name}: the range [{low}, {high}] is too wide to encode")
 
 
+def _positive(name: str, value: Any, kind: type = int) -> None:
+    ok = isinstance(value, int | float) if kind is float else isinstance(value, int)
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
+        raise AboError(f"{name}: expected a positive {kind.__name__}, got {value!r}")
+
+
+def _validation_error(exc: RequestValidationError) -> JSONResponse:
+    """422 naming the field (and, inside a JSON object, the path to the offending value)."""
+    first = exc.errors()[0] if exc.errors() else {}
+    kind = first.get("type", "")
+    if kind == "json_invalid":
+        why = (first.get("ctx") or {}).get("error", "")
+        return error_response(422, "malformed_json", f"body: malformed JSON {why}", "body")
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
+    path = (first.get("ctx") or {}).get("path")
+    if kind == s.NON_FINITE and path:
+        loc.append(str(path))
+    field = ".".join(loc) or None
+    code = "invalid_value" if kind in ("finite_number", s.NON_FINITE) else "invalid_request"
+    message = f"{field or 'body'}: {first.get('msg', 'invalid request')}"
+    return error_response(422, code, message, field)
+
+
 def create_app(
     storage_url: str | Storage | None,
     token: str | Iterable[str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    max_waiting_asks: int = DEFAULT_MAX_WAITING_ASKS,
+    max_ask_batch: int = DEFAULT_MAX_ASK_BATCH,
+    ask_threads: int = 4,
 ) -> FastAPI:
     """The service on ``storage_url`` (SQLite file or PostgreSQL URL).
 
@@ -466,38 +411,51 @@ def create_app(
         storage_url: where studies live; ``sqlite://`` keeps them in memory.
         token: one bearer token or several; ``None`` turns auth off (bind loopback only).
         max_body_bytes: larger request bodies are refused with 413.
+        body_timeout: seconds a request's body may take to arrive; later is 408.
+        max_waiting_asks: asks that may wait for a proposal round (all studies together);
+            beyond it an ask gets 503 ``busy`` with ``Retry-After``.
+        max_ask_batch: most trials one proposal round starts for the asks waiting together.
+        ask_threads: proposal rounds that run at once (for different studies).
+
+    Raises:
+        StorageError: the storage cannot be opened or written (read-only, immutable, a
+            read-only replica): a service that cannot record a tell must not start.
     """
     from abo.service.dashboard import dashboard_routes
 
-    if not isinstance(max_body_bytes, int) or max_body_bytes < 1:
-        raise AboError(f"max_body_bytes: expected a positive integer, got {max_body_bytes!r}")
+    _positive("max_body_bytes", max_body_bytes)
+    _positive("body_timeout", body_timeout, float)
+    _positive("max_waiting_asks", max_waiting_asks)
+    _positive("max_ask_batch", max_ask_batch)
+    _positive("ask_threads", ask_threads)
     tokens = TokenSet([token] if isinstance(token, str) else (token or []))
     storage = open_storage(storage_url)
-    state = _State(storage)
+    try:
+        storage.check_writable()
+    except StorageError as exc:
+        raise StorageError(f"{exc} (the service needs storage it can write)") from None
+    state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads)
     app = FastAPI(
         title="abo",
         version=abo.__version__,
-        description="Asynchronous Bayesian optimization: ask for trials, tell their values.",
+        description=DESCRIPTION,
+        docs_url=None,  # served from the package's own Swagger UI files (abo.service.dashboard)
+        redoc_url=None,
     )
     app.state.abo = state
     app.state.tokens = tokens
 
     @app.exception_handler(AboError)
     async def _on_abo(_request: Request, exc: AboError) -> JSONResponse:
-        return _abo_error(exc)
+        return abo_error_response(exc)
+
+    @app.exception_handler(AsksBackedUp)
+    async def _on_busy(_request: Request, exc: AsksBackedUp) -> JSONResponse:
+        return exc.response()
 
     @app.exception_handler(RequestValidationError)
     async def _on_invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        kind = first.get("type", "")
-        if kind == "json_invalid":
-            why = (first.get("ctx") or {}).get("error", "")
-            return error_response(422, "malformed_json", f"body: malformed JSON {why}", "body")
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-        field = ".".join(loc) or None
-        code = "invalid_value" if kind == "finite_number" else "invalid_request"
-        message = f"{field or 'body'}: {first.get('msg', 'invalid request')}"
-        return error_response(422, code, message, field)
+        return _validation_error(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -509,26 +467,27 @@ def create_app(
         return error_response(500, "internal", f"internal error: {type(exc).__name__}")
 
     @app.get("/healthz", response_model=s.Health, tags=["health"])
-    def healthz() -> s.Health:
-        """The process is alive (no auth needed)."""
+    async def healthz() -> s.Health:
+        """The process is alive (no auth needed; answered on the event loop, never queued)."""
         return s.Health(status="ok")
 
     @app.get(
         "/readyz",
-        response_model=s.Health,
+        response_model=s.Ready,
         tags=["health"],
-        responses={503: {"model": s.ErrorBody, "description": "Storage unreachable"}},
+        responses={503: {"model": s.ErrorBody, "description": "Storage cannot be written"}},
     )
-    def readyz() -> s.Health:
-        """The storage answers (no auth needed)."""
-        state.storage.list_studies()
-        return s.Health(status="ready")
+    def readyz() -> s.Ready:
+        """The storage can be written now (a real, empty write; no auth needed), and how many
+        asks wait for a proposal round."""
+        state.storage.check_writable()
+        return s.Ready(status="ready", asks_waiting=state.asks.waiting)
 
     app.include_router(_routes(state))
     app.include_router(dashboard_routes())
-    app.add_middleware(BodyLimitMiddleware, limit=max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, limit=max_body_bytes, timeout=float(body_timeout))
     app.add_middleware(AuthMiddleware, tokens=tokens)  # added last: runs first
     return app
 
 
-__all__ = ["API", "create_app", "error_response", "trial_out"]
+__all__ = ["API", "create_app", "error_response", "study_summary", "trial_out"]

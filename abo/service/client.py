@@ -3,9 +3,12 @@
 A ``RemoteStudy`` has the same methods and properties as a local study and returns
 ``abo.Trial`` objects, so ``abo.loop.run`` (and ``study.optimize``) drive it unchanged. HTTP
 errors come back as the same abo exceptions. Connection errors and 503s are retried with
-exponential backoff; that never double-tells (a repeated tell with the same value is a no-op on
-the server) and never double-asks (each ask carries a ``client_id``, and a retried ask gets the
-trials the lost answer held).
+exponential backoff, or after the server's ``Retry-After`` when it sends one (a busy service);
+that never double-tells (a repeated tell with the same value is a no-op on the server) and
+never double-asks (each ask carries a ``client_id``, and a retried ask gets the trials the lost
+answer held). A ``RemoteStudy`` sends the ``created_at`` of the study it loaded with every
+request (header ``X-Abo-Study-Created``): if the study was deleted and created again since,
+the service answers ``StudyNotFoundError`` instead of letting it ask or tell into the new one.
 
 Example:
     >>> from abo.service import Client
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from abo.loop import OptimizeResult
 
 API = "/api/v1"
+CREATED_HEADER = "X-Abo-Study-Created"
+MAX_RETRY_AFTER = 60.0  # seconds: the longest a server's Retry-After makes the client wait
 # error code of the service -> the exception a local Study raises
 CODES: dict[str, type[AboError]] = {
     "invalid_value": InvalidValueError,
@@ -113,25 +118,49 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        **params: Any,
+    ) -> Any:
         """One API call with retries; the JSON answer, or the abo exception of the error."""
-        return self._answer(self._send(method, path, body, params)[0])
+        return self._answer(self._send(method, path, body, params, headers)[0])
+
+    def wait_before_retry(self, attempt: int, response: httpx.Response | None) -> float:
+        """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After`` (in
+        seconds, at most ``MAX_RETRY_AFTER``) when a 503 carries one, else the backoff."""
+        backoff = min(10.0, self.backoff * 2**attempt)
+        header = response.headers.get("retry-after", "") if response is not None else ""
+        if header.strip().isdigit():
+            return min(MAX_RETRY_AFTER, max(backoff, float(header.strip())))
+        return backoff
 
     def _send(
-        self, method: str, path: str, body: Any, params: Mapping[str, Any]
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[httpx.Response, int]:
         """The response, and how many attempts before it were lost (connection error, 503)."""
         query = {k: v for k, v in params.items() if v is not None}
         for attempt in range(self.retries + 1):
+            response: httpx.Response | None = None
             try:
-                response = self._http.request(method, API + path, json=body, params=query)
+                response = self._http.request(
+                    method, API + path, json=body, params=query, headers=headers
+                )
             except _RETRY:
                 if attempt == self.retries:
                     raise
             else:
                 if response.status_code != 503 or attempt == self.retries:
                     return response, attempt
-            time.sleep(min(10.0, self.backoff * 2**attempt))
+            time.sleep(self.wait_before_retry(attempt, response))
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
@@ -206,9 +235,11 @@ class Client:
                 raise
             return study
 
-    def delete_study(self, name: str) -> None:
-        """Delete a study with its trials (``StudyNotFoundError`` if there is none)."""
-        response, retried = self._send("DELETE", f"/studies/{name}", None, {})
+    def delete_study(self, name: str, created_at: float | None = None) -> None:
+        """Delete a study with its trials (``StudyNotFoundError`` if there is none, or, with
+        ``created_at``, if the study of that name is not the one created then)."""
+        headers = {CREATED_HEADER: repr(created_at)} if created_at is not None else None
+        response, retried = self._send("DELETE", f"/studies/{name}", None, {}, headers)
         try:
             self._answer(response)
         except StudyNotFoundError:
@@ -231,12 +262,16 @@ class RemoteStudy:
         self._strategy: str = data["strategy"]
         self._seed: int = data["seed"]
         self._config = StudyConfig.from_json(dict(data["config"]))
+        self._created_at = float(data["created_at"])
+        self._headers = {CREATED_HEADER: repr(self._created_at)}
 
     def __repr__(self) -> str:
         return f"RemoteStudy(name={self.name!r}, url={self._client.url!r})"
 
     def _call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
-        return self._client.request(method, f"/studies/{self._name}{path}", body, **params)
+        return self._client.request(
+            method, f"/studies/{self._name}{path}", body, self._headers, **params
+        )
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -262,6 +297,11 @@ class RemoteStudy:
     @property
     def config(self) -> StudyConfig:
         return self._config
+
+    @property
+    def created_at(self) -> float:
+        """When the study was created (it tells it apart from a later one of the same name)."""
+        return self._created_at
 
     # -- reading ----------------------------------------------------------------------------
     def _list(self, state: str | None = None) -> list[Trial]:
@@ -384,8 +424,9 @@ class RemoteStudy:
         return _trial(self._call("POST", "/add", body))
 
     def delete(self) -> None:
-        """Delete this study with its trials on the service."""
-        self._client.delete_study(self._name)
+        """Delete this study with its trials on the service (never a newer one of the same
+        name: that is ``StudyNotFoundError``)."""
+        self._client.delete_study(self._name, self._created_at)
 
     def optimize(
         self,

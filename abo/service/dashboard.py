@@ -1,7 +1,10 @@
-"""The dashboard: a static page (HTML + JS + inline SVG, no CDN) that polls the JSON API.
+"""The dashboard, the sign-in form and the API docs page: static pages served from package
+files (no CDN), so they work on a cluster without internet access.
 
-Served from package files by the same process as the API, at ``/``. With auth on, a browser
-posts its token once to ``/login`` and keeps it in an HttpOnly cookie.
+The dashboard (HTML + JS + inline SVG) polls the JSON API at ``/``. ``/docs`` is Swagger UI
+from the vendored ``swagger-ui-dist`` files in ``static/swagger``. With auth on, a browser
+posts its token once to ``/login`` and keeps a session cookie (``abo.service.auth``) that does
+not hold the token; failed logins are limited per client address (429 with Retry-After).
 """
 
 from __future__ import annotations
@@ -11,32 +14,53 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request, Response
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
-from abo.service.auth import COOKIE
+from abo.service.auth import COOKIE, SESSION_SECONDS, LoginLimiter
 
 STATIC = Path(__file__).parent / "static"
-_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+SWAGGER = STATIC / "swagger"
+_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
+NEXT_PATHS = ("/", "/docs")  # where a sign-in may lead (never an arbitrary URL)
 
 _LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>abo — sign in</title>
 <link rel="stylesheet" href="/static/style.css"></head><body class="login">
 <form method="post" action="/login"><h1>abo</h1><p>{message}</p>
+<input type="hidden" name="next" value="{next_path}">
 <label>Token <input type="password" name="token" autofocus></label>
 <button type="submit">Open dashboard</button></form></body></html>"""
 
 
-def login_page(status_code: int = 200, message: str = "This server needs a token.") -> Response:
+def login_page(
+    status_code: int = 200,
+    message: str = "This server needs a token.",
+    next_path: str = "/",
+    headers: dict[str, str] | None = None,
+) -> Response:
     """The sign-in form (it holds no study data, so it is served without auth)."""
-    body = _LOGIN.format(message=html.escape(message)).replace(
+    body = _LOGIN.format(
+        message=html.escape(message),
+        next_path=next_path if next_path in NEXT_PATHS else "/",
+    ).replace(
         '<link rel="stylesheet" href="/static/style.css">',
         f"<style>{(STATIC / 'style.css').read_text(encoding='utf-8')}</style>",
     )
-    return HTMLResponse(body, status_code=status_code)
+    return HTMLResponse(body, status_code=status_code, headers=headers)
+
+
+def _file(folder: Path, filename: str) -> Response:
+    path = folder / filename
+    if path.suffix not in _TYPES or path.parent != folder or not path.is_file():
+        return Response(status_code=404)
+    return FileResponse(path, media_type=_TYPES[path.suffix])
 
 
 def dashboard_routes() -> APIRouter:
-    """``/`` (the page), ``/static/<file>`` (its assets) and ``/login``."""
+    """``/`` (the page), ``/static/<file>`` (its assets), ``/docs`` (Swagger UI) and
+    ``/login``."""
     r = APIRouter(include_in_schema=False)
+    limiter = LoginLimiter()
 
     @r.get("/")
     def index() -> FileResponse:
@@ -44,10 +68,22 @@ def dashboard_routes() -> APIRouter:
 
     @r.get("/static/{filename}")
     def static(filename: str) -> Response:
-        path = STATIC / filename
-        if path.suffix not in _TYPES or path.parent != STATIC or not path.is_file():
-            return Response(status_code=404)
-        return FileResponse(path, media_type=_TYPES[path.suffix])
+        return _file(STATIC, filename)
+
+    @r.get("/static/swagger/{filename}")
+    def swagger_static(filename: str) -> Response:
+        return _file(SWAGGER, filename)
+
+    @r.get("/docs")
+    def docs(request: Request) -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=request.app.openapi_url,
+            title=f"{request.app.title} — API",
+            swagger_js_url="/static/swagger/swagger-ui-bundle.js",
+            swagger_css_url="/static/swagger/swagger-ui.css",
+            swagger_favicon_url="/static/swagger/favicon-32x32.png",
+            swagger_ui_parameters={"validatorUrl": None},  # else it would call a public host
+        )
 
     @r.get("/login")
     def login_form() -> Response:
@@ -55,13 +91,36 @@ def dashboard_routes() -> APIRouter:
 
     @r.post("/login")
     async def login(request: Request) -> Response:
+        """Trade a token for a session cookie; at most ``limiter.attempts`` failures per
+        client address a minute (the address as uvicorn reports it: behind a proxy it
+        trusts, the forwarded one)."""
+        address = request.client.host if request.client else "unknown"
+        wait = limiter.retry_after(address)
+        if wait is not None:
+            return login_page(
+                429,
+                f"Too many failed sign-ins from your address; try again in {wait} s.",
+                headers={"Retry-After": str(wait)},
+            )
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         token = (form.get("token") or [""])[0].strip()
+        next_path = (form.get("next") or ["/"])[0]
         tokens = request.app.state.tokens
         if not tokens or not tokens.check(token):
-            return login_page(401, "That token is not valid.")
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+            limiter.failed(address)
+            return login_page(401, "That token is not valid.", next_path)
+        response = RedirectResponse(next_path if next_path in NEXT_PATHS else "/", 303)
+        response.set_cookie(
+            COOKIE,
+            tokens.session(token),
+            max_age=SESSION_SECONDS,
+            httponly=True,
+            samesite="strict",
+            # HTTPS as uvicorn sees it: TLS of its own, or X-Forwarded-Proto from a proxy it
+            # trusts (--forwarded-allow-ips, 127.0.0.1 by default); a header from anyone else
+            # is ignored by uvicorn, so a client cannot talk the server out of Secure.
+            secure=request.url.scheme == "https",
+        )
         return response
 
     return r

@@ -1,15 +1,18 @@
 """Request and response bodies of the HTTP API (pydantic), strict about numbers.
 
-Every request model forbids unknown fields and non-finite numbers: FastAPI would otherwise
-accept ``NaN``, ``Infinity``, the string ``"nan"`` and ``1e400`` (parsed as ``inf``) as a float.
+Every request model forbids unknown fields and non-finite numbers, also inside free-form JSON
+objects (``metadata``, ``info``, ``params``): FastAPI would otherwise accept ``NaN``,
+``Infinity``, the string ``"nan"`` and ``1e400`` (parsed as ``inf``) as a float.
 Response models mirror ``abo.Trial.to_dict()`` so the OpenAPI schema describes what is sent.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from abo.storage import StudyConfig
 
@@ -22,24 +25,31 @@ Finite = Annotated[float, Field(strict=False, allow_inf_nan=False)]
 Value = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Reason = Annotated[str, Field(max_length=10_000)]
 MAX_DEPTH = 32
+NON_FINITE = "non_finite_json"  # the error type of a non-finite number inside a JSON object
 
 
-def _shallow(value: Any) -> Any:
-    """Refuse JSON nested deeper than ``MAX_DEPTH`` (it would exhaust the recursion limit
-    of whatever serialises it next). Iterative, so checking is safe at any depth."""
-    stack = [(value, 0)]
+def _checked_json(value: Any) -> Any:
+    """Refuse JSON nested deeper than ``MAX_DEPTH`` (it would exhaust the recursion limit of
+    whatever serialises it next) and non-finite numbers anywhere inside (``NaN``,
+    ``Infinity``, ``1e400``: they would be stored as ``null``), naming the path to the value.
+    Iterative, so checking is safe at any depth."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
-        item, depth = stack.pop()
+        item, depth, path = stack.pop()
         if depth > MAX_DEPTH:
             raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise PydanticCustomError(
+                NON_FINITE, "must be a finite number, got {value}", {"path": path, "value": item}
+            )
         if isinstance(item, dict):
-            stack += [(v, depth + 1) for v in item.values()]
+            stack += [(v, depth + 1, f"{path}.{k}" if path else str(k)) for k, v in item.items()]
         elif isinstance(item, list):
-            stack += [(v, depth + 1) for v in item]
+            stack += [(v, depth + 1, f"{path}.{i}" if path else str(i)) for i, v in enumerate(item)]
     return value
 
 
-Json = Annotated[dict[str, Any], AfterValidator(_shallow)]
+Json = Annotated[dict[str, Any], AfterValidator(_checked_json)]
 
 
 class _Request(BaseModel):
@@ -197,4 +207,12 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
+    """``/healthz``: the process answers."""
+
     status: str
+
+
+class Ready(Health):
+    """``/readyz``: the storage can be written; and how many asks wait for a proposal."""
+
+    asks_waiting: int

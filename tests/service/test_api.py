@@ -338,7 +338,7 @@ def test_stored_nan_cannot_break_a_listing(
 
 def test_health_readiness_and_openapi(server: Server) -> None:
     assert httpx.get(server.url + "/healthz").json() == {"status": "ok"}
-    assert httpx.get(server.url + "/readyz").json() == {"status": "ready"}
+    assert httpx.get(server.url + "/readyz").json() == {"status": "ready", "asks_waiting": 0}
     schema = httpx.get(server.url + "/openapi.json").json()
     paths = schema["paths"]
     for path in [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import abo
-from abo.service.app import _State
+from abo.service.state import ServiceState as _State
 
 
 def test_service_studies_refit_in_the_background(tmp_path: Path) -> None:

@@ -1,0 +1,264 @@
+"""Asks off the request threads: one proposal round per study serves every waiting asker.
+
+A proposal can take seconds (a GP acquisition optimised per point). Run in FastAPI's shared
+threadpool (40 threads), 64 waiting asks filled it, and health checks, heartbeats and tells
+queued behind them for seconds. Here an ask waits as a future, not a thread: each study has a
+line of waiting asks, drained by a small executor of its own (``threads``, one round per study
+at a time). A round takes the asks waiting (up to ``max_batch`` trials), makes one
+``Study.ask_batch`` call for all of them and hands each asker its share; a retried ask with the
+same ``client_id`` first gets back the running trials it already holds (Vizier semantics).
+Beyond ``max_waiting`` waiting asks a new one is refused at once (``AsksBackedUp``: 503 with
+a Retry-After estimated from the recent rounds) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from abo.exceptions import AboError
+from abo.service.errors import AsksBackedUp
+from abo.storage import Storage, StudyRecord
+from abo.study import RESERVED_INFO, Study
+from abo.trial import Trial
+
+
+def check_ask_info(info: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A caller's ``info`` for new trials, refusing abo's own record keys (at the boundary,
+    before the ask joins a round shared with others)."""
+    for key in info or {}:
+        if key in RESERVED_INFO:
+            raise AboError(
+                f"info.{key}: reserved for abo's own proposal record; put your data in "
+                "metadata or under another key"
+            )
+    return dict(info or {})
+
+
+class PerTrialInfo:
+    """A storage proxy through which one ask round gives each new trial its own asker's info.
+
+    ``Study.ask_batch`` starts every trial of a call with one ``info``; a round started for
+    several askers needs each trial to carry its asker's ``client_id`` (stored, so a retried
+    ask finds the trials it holds, also after a restart). Inside ``assign(extras)`` the calling
+    thread's ``start_queued`` and ``start_trials`` merge ``extras[i]`` into the i-th trial they
+    start (the queue's and the proposer's own record still win, as in ``Study``). Every other
+    attribute is the wrapped storage's.
+    """
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._local = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    @contextmanager
+    def assign(self, extras: Sequence[dict[str, Any]]) -> Iterator[None]:
+        """Give the trials started by this thread meanwhile ``extras``, in order."""
+        self._local.extras, self._local.next = list(extras), 0
+        try:
+            yield
+        finally:
+            del self._local.extras, self._local.next
+
+    def _extra(self, i: int) -> dict[str, Any]:
+        extras: list[dict[str, Any]] = self._local.extras
+        return extras[i] if i < len(extras) else {}
+
+    def start_queued(self, study: StudyRecord, n: int, info: dict[str, Any]) -> list[Trial]:
+        if getattr(self._local, "extras", None) is None:
+            return self._storage.start_queued(study, n, info)
+        started: list[Trial] = []
+        i, end = self._local.next, self._local.next + n
+        while i < end:  # one call per run of equal extras; a short answer: the queue is empty
+            j = i + 1
+            while j < end and self._extra(j) == self._extra(i):
+                j += 1
+            wanted = j - i
+            got = self._storage.start_queued(study, wanted, {**info, **self._extra(i)})
+            started += got
+            i += len(got)
+            if len(got) < wanted:
+                break
+        self._local.next = i
+        return started
+
+    def start_trials(
+        self, study: StudyRecord, params: Sequence[dict[str, Any]], infos: Sequence[dict]
+    ) -> list[Trial]:
+        if getattr(self._local, "extras", None) is None:
+            return self._storage.start_trials(study, params, infos)
+        first = self._local.next
+        merged = [{**self._extra(first + k), **info} for k, info in enumerate(infos)]
+        self._local.next = first + len(infos)
+        return self._storage.start_trials(study, params, merged)
+
+
+@dataclass
+class AskWant:
+    """One waiting ask: what it wants, and the future its trials are set on."""
+
+    count: int
+    n_workers: int | None = None
+    client_id: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    future: Future[list[Trial]] = field(default_factory=Future)
+
+
+@dataclass
+class _Line:
+    study: Study
+    wants: deque[AskWant] = field(default_factory=deque)
+    busy: bool = False
+
+
+class AskLines:
+    """Waiting asks per study, served in shared proposal rounds on a private executor.
+
+    Args:
+        storage: the ``PerTrialInfo`` proxy the service's studies were built on.
+        max_waiting: asks that may wait for a round (all studies together) before a new one
+            is refused with ``AsksBackedUp``.
+        max_batch: most trials one round proposes (an ask is never split across rounds).
+        threads: rounds running at once (for different studies).
+    """
+
+    def __init__(
+        self, storage: PerTrialInfo, max_waiting: int, max_batch: int, threads: int = 4
+    ) -> None:
+        self.storage = storage
+        self.max_waiting = max_waiting
+        self.max_batch = max_batch
+        self.rounds = 0
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="abo-ask")
+        self._lock = threading.Lock()
+        self._lines: dict[Study, _Line] = {}
+        self._waiting = 0
+        self._round_seconds = 1.0  # a running mean of recent rounds, for Retry-After
+
+    @property
+    def waiting(self) -> int:
+        """Asks accepted and not yet taken into a round."""
+        return self._waiting
+
+    def retry_after(self) -> int:
+        """Seconds a refused asker should wait: the rounds ahead of it, at the recent pace."""
+        rounds_ahead = self._waiting // max(1, self.max_batch) + 1
+        return max(1, min(120, math.ceil(self._round_seconds * rounds_ahead)))
+
+    def submit(self, study: Study, want: AskWant) -> Future[list[Trial]]:
+        """Queue ``want`` for ``study``'s next round; its future gets the trials."""
+        with self._lock:
+            if self._waiting >= self.max_waiting:
+                raise AsksBackedUp(self._waiting, self.max_waiting, self.retry_after())
+            line = self._lines.get(study)
+            if line is None:
+                line = self._lines[study] = _Line(study)
+            line.wants.append(want)
+            self._waiting += 1
+            if not line.busy:
+                line.busy = True
+                self._pool.submit(self._drain, line)
+        return want.future
+
+    def close(self) -> None:
+        """Stop taking rounds (waiting asks are left unanswered); for shutdown."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _take(self, line: _Line) -> list[AskWant]:
+        """The next round's asks (FIFO, at most ``max_batch`` trials; always at least one)."""
+        batch: list[AskWant] = []
+        total = 0
+        while line.wants:
+            want = line.wants[0]
+            if want.future.cancelled():  # its client went away before its round
+                line.wants.popleft()
+                self._waiting -= 1
+                continue
+            if batch and total + want.count > self.max_batch:
+                break
+            batch.append(line.wants.popleft())
+            self._waiting -= 1
+            total += want.count
+        return batch
+
+    def _drain(self, line: _Line) -> None:
+        while True:
+            with self._lock:
+                batch = self._take(line)
+                if not batch:
+                    line.busy = False
+                    self._lines.pop(line.study, None)
+                    return
+            start = time.monotonic()
+            try:
+                shares = self._round(line.study, batch)
+            except BaseException as exc:  # noqa: BLE001 - every asker of the round gets it
+                for want in batch:
+                    _settle(want.future, exception=exc)
+            else:
+                for want, trials in zip(batch, shares, strict=True):
+                    _settle(want.future, result=trials)
+            self._round_seconds = 0.7 * self._round_seconds + 0.3 * (time.monotonic() - start)
+
+    def _round(self, study: Study, batch: list[AskWant]) -> list[list[Trial]]:
+        """One ``ask_batch`` for every ask of ``batch``; each ask's trials, in order."""
+        held: dict[str, list[Trial]] = {}
+        if any(w.client_id is not None for w in batch):
+            for t in study.pending:
+                cid = t.info.get("client_id")
+                if isinstance(cid, str):
+                    held.setdefault(cid, []).append(t)
+        extras: list[dict[str, Any]] = []
+        plans: list[tuple[list[Trial], int, int]] = []  # (held trials, first new, how many)
+        first_of: dict[str, int] = {}  # client_id -> its first ask in this round
+        for k, want in enumerate(batch):
+            cid = want.client_id
+            if cid is not None and cid in first_of:  # a retry beside its original: same answer
+                plans.append(([], -1 - first_of[cid], 0))
+                continue
+            mine = held.get(cid, [])[: want.count] if cid is not None else []
+            need = want.count - len(mine)
+            extra = {**want.info, "client_id": cid} if cid is not None else dict(want.info)
+            plans.append((mine, len(extras), need))
+            extras += [extra] * need
+            if cid is not None:
+                first_of[cid] = k
+        started: list[Trial] = []
+        if extras:
+            workers = [w.n_workers for w in batch if w.n_workers is not None]
+            with self.storage.assign(extras):
+                started = study.ask_batch(len(extras), n_workers=max(workers, default=None))
+            self.rounds += 1
+            if len(started) != len(extras):  # pragma: no cover - ask_batch starts exactly n
+                raise AboError(f"ask: expected {len(extras)} trials, got {len(started)}")
+        shares: list[list[Trial]] = []
+        for want, (mine, first, need) in zip(batch, plans, strict=True):
+            if first < 0:
+                shares.append(shares[-1 - first][: want.count])
+            else:
+                shares.append(mine + started[first : first + need])
+        return shares
+
+
+def _settle(
+    future: Future[list[Trial]],
+    result: list[Trial] | None = None,
+    exception: BaseException | None = None,
+) -> None:
+    """Set a waiting ask's outcome unless its client already went away (cancelled)."""
+    try:
+        if exception is not None:
+            future.set_exception(exception)
+        else:
+            future.set_result(result or [])
+    except InvalidStateError:
+        pass

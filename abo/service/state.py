@@ -1,0 +1,119 @@
+"""What the endpoints share: the storage, one cached ``Study`` per name, the ask lines.
+
+A cached ``Study`` can go stale: another process may delete the study, or delete it and create
+it again under the same name (with another space). The storage refuses a stale record
+(``StudyNotFoundError``); the cache then drops it, so the next request loads the current one.
+A client that says which study it loaded (its ``created_at``, sent as ``X-Abo-Study-Created``)
+gets 404 when that is no longer the study of that name, so a stale client never asks or tells
+into a new study.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
+
+from starlette.concurrency import run_in_threadpool
+
+from abo.exceptions import StudyNotFoundError
+from abo.service.asks import AskLines, AskWant, PerTrialInfo
+from abo.storage import Storage
+from abo.study import Study
+from abo.trial import Trial
+
+T = TypeVar("T")
+CREATED_HEADER = "X-Abo-Study-Created"
+
+
+class ServiceState:
+    """The storage, the studies it serves (cached) and their ask lines.
+
+    Studies are opened with ``refit="background"``: an ask never waits for a GP fit; it
+    proposes from the newest hyperparameters conditioned on the current data while one thread
+    refits, its fit running in a child process (see ``abo.refit`` and ``abo.fitproc``).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        max_waiting_asks: int = 256,
+        max_ask_batch: int = 16,
+        ask_threads: int = 4,
+    ) -> None:
+        self.storage = storage
+        self._proxy = PerTrialInfo(storage)
+        self.asks = AskLines(self._proxy, max_waiting_asks, max_ask_batch, ask_threads)
+        self._studies: dict[str, Study] = {}
+        self._lock = threading.Lock()
+
+    def _open(self, record: Any) -> Study:
+        return Study(cast(Storage, self._proxy), record, refit="background")
+
+    def study(self, name: str, created: float | None = None) -> Study:
+        """The study called ``name``; with ``created``, only if it is the one created then
+        (``StudyNotFoundError`` saying it was replaced otherwise)."""
+        with self._lock:
+            study = self._studies.get(name)
+        if study is None or (created is not None and study.record.created_at != created):
+            current = self.storage.load_study(name)  # StudyNotFoundError: none of that name
+            if study is None or current.created_at != study.record.created_at:
+                fresh = self._open(current)  # none cached, or the cached one is stale
+                with self._lock:
+                    if self._studies.get(name) is study:
+                        self._studies[name] = fresh
+                    study = self._studies.setdefault(name, fresh)
+        if created is not None and study.record.created_at != created:
+            raise StudyNotFoundError(
+                f"name: study {name!r} was deleted and created again since this client "
+                "loaded it; load it again to use the new one"
+            )
+        return study
+
+    def forget(self, name: str, study: Study | None = None) -> None:
+        """Drop the cached study of that name (deleted, or found stale); with ``study``, only
+        if that is the one cached (a fresher one loaded meanwhile stays)."""
+        with self._lock:
+            if study is None or self._studies.get(name) is study:
+                self._studies.pop(name, None)
+
+    def remember(self, study: Study) -> Study:
+        """Cache a study this process just created (as the service opens studies)."""
+        opened = self._open(study.record)
+        with self._lock:
+            return self._studies.setdefault(study.name, opened)
+
+    def call(self, name: str, created: float | None, fn: Callable[[Study], T], retry: bool) -> T:
+        """``fn(study)``; a study found stale meanwhile is dropped from the cache and, with
+        ``retry``, ``fn`` runs once more on the current one (for calls that do not name a trial
+        of the old study: reads, asks)."""
+        study = self.study(name, created)
+        try:
+            return fn(study)
+        except StudyNotFoundError:
+            self.forget(name, study)
+            if not retry:
+                raise
+        return fn(self.study(name, created))
+
+    async def ask(
+        self,
+        name: str,
+        created: float | None,
+        count: int,
+        n_workers: int | None,
+        client_id: str | None,
+        info: Mapping[str, Any],
+    ) -> list[Trial]:
+        """``count`` trials from the study's next shared proposal round (see ``AskLines``)."""
+        for attempt in range(2):
+            study = await run_in_threadpool(self.study, name, created)
+            want = AskWant(count, n_workers, client_id, dict(info))
+            try:
+                return await asyncio.wrap_future(self.asks.submit(study, want))
+            except StudyNotFoundError:
+                self.forget(name, study)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
