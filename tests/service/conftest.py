@@ -1,7 +1,12 @@
-"""A real ``abo serve`` in a subprocess on a free 127.0.0.1 port, on a real SQLite file."""
+"""A real ``abo serve`` in a subprocess on a free 127.0.0.1 port, on a real SQLite file.
+
+``Server(..., options={...}, plugins=[...])`` serves ``create_app`` with options the CLI does
+not expose (``run_app.py``), after importing plugin files (a test strategy).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -9,8 +14,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,22 +34,37 @@ class Server:
     """``python -m abo.cli serve`` on ``storage``; ``url`` once it answers ``/healthz``."""
 
     def __init__(
-        self, storage: str, log: Path, token: str | None = None, args: tuple[str, ...] = ()
+        self,
+        storage: str,
+        log: Path,
+        token: str | None = None,
+        args: tuple[str, ...] = (),
+        options: Mapping[str, Any] | None = None,
+        plugins: Sequence[Path] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.storage = storage
         self.token = token
         self.log = log
         self.args = args
+        self.options = dict(options or {})
+        self.plugins = [str(p) for p in plugins]
+        self.env = dict(env or {})
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 90.0) -> Server:
-        env = {k: v for k, v in os.environ.items() if k != "ABO_TOKEN"}
+        env = {k: v for k, v in os.environ.items() if k != "ABO_TOKEN"} | self.env
         if self.token:
             env["ABO_TOKEN"] = self.token
-        cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage", self.storage]
-        cmd += ["--port", str(self.port), "--log-level", "info", *self.args]
+        if self.options or self.plugins:
+            spec = {"storage": self.storage, "port": self.port}
+            spec |= {"options": self.options, "plugins": self.plugins}
+            cmd = [sys.executable, str(Path(__file__).with_name("run_app.py")), json.dumps(spec)]
+        else:
+            cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage", self.storage]
+            cmd += ["--port", str(self.port), "--log-level", "info", *self.args]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + timeout
