@@ -51,8 +51,9 @@ DESCRIPTION = f"""Asynchronous Bayesian optimization: ask for trials, tell their
 `created_at` of the study the client loaded (from `GET /api/v1/studies/{{name}}`). When the
 study of that name was deleted and created again since, the answer is 404 `study_not_found`,
 so a client holding the old study never asks or tells into the new one. Without the header a
-request goes to whatever study has the name now (a study found replaced mid-request is 404
-once). The Python client sends it.
+request goes to whatever study has the name now, except that a tell, fail, lose or heartbeat
+that finds the study replaced is 404 once (its trial id named a trial of the old study). The
+Python client sends the header.
 
 **Busy.** Asks wait for shared proposal rounds; when more than `max_waiting_asks` wait, a new
 ask is answered 503 `busy` with a `Retry-After` header (seconds) instead of waiting.

@@ -90,3 +90,51 @@ def test_dashboard_shows_and_follows_a_running_study(
         finally:
             browser.close()
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+
+
+def _chromium() -> None:
+    if not shutil.which(CHROMIUM):
+        why = f"{CHROMIUM} is not installed (apt-get install chromium)"
+        if os.environ.get("ABO_REQUIRE_BROWSER"):
+            pytest.fail(f"{why}; ABO_REQUIRE_BROWSER is set: this test must run")
+        pytest.skip(why)
+
+
+@pytest.mark.slow
+def test_api_docs_render_offline_from_the_package(server: Server, tmp_path: Path) -> None:
+    """``/docs`` shows the operations, and the page asks no host but the server for anything
+    (it used to load Swagger UI from a public CDN: blank on an offline cluster)."""
+    _chromium()
+    from playwright.sync_api import sync_playwright
+
+    origin = server.url
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            requests: list[str] = []
+            failed: list[str] = []
+            errors: list[str] = []
+            page.on("request", lambda req: requests.append(req.url))
+            page.on("requestfailed", lambda req: failed.append(req.url))
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{origin}/docs")
+            ask = page.locator(
+                ".opblock-post .opblock-summary-path[data-path='/api/v1/studies/{name}/ask']"
+            )
+            ask.wait_for(timeout=30_000)
+            assert ask.count() == 1
+            tell = "/api/v1/studies/{name}/trials/{trial_id}/tell"
+            assert page.locator(f".opblock-summary-path[data-path='{tell}']").count() == 1
+            assert page.locator(".opblock").count() >= 15
+            assert "abo" in page.locator(".info .title").inner_text()
+            page.screenshot(path=str(tmp_path / "docs.png"), full_page=False)
+            assert not errors, errors
+        finally:
+            browser.close()
+    outside = [u for u in requests if not u.startswith(origin + "/") and not u.startswith("data:")]
+    assert not outside, outside
+    assert f"{origin}/static/swagger/swagger-ui-bundle.js" in requests
+    assert f"{origin}/openapi.json" in requests
+    assert not failed, failed
+    assert httpx.get(f"{origin}/redoc").status_code == 404  # not vendored: dropped
