@@ -352,11 +352,10 @@ def serve(
 
     try:
         tokens = read_tokens(token_file)
-        bind = check_bind(host, TokenSet(tokens))
+        bind_host = check_bind(host, TokenSet(tokens))  # the address: no IPv6 brackets
     except AboError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
-    bind_host = bind if isinstance(bind, str) else host  # the host without IPv6 brackets
 
     import uvicorn
 

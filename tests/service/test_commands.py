@@ -253,3 +253,18 @@ def test_serve_on_storage_it_cannot_open_says_why_and_exits(tmp_path: Path) -> N
     assert out.returncode == 1
     assert "error: storage:" in out.stderr and "does not exist" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "missing").exists()
+
+
+def test_serve_binds_a_bracketed_ipv6_loopback(tmp_path: Path) -> None:
+    """``--host [::1]`` (the form a URL has) binds ``::1`` and counts as loopback."""
+    server = Server(
+        f"sqlite:///{tmp_path / 'v6.db'}", tmp_path / "v6.log", args=("--host", "[::1]")
+    )
+    server.url = f"http://[::1]:{server.port}"
+    try:
+        server.start(timeout=60)
+        data = json.loads(_ok(["studies", "--url", server.url, "--format", "json"]))
+        assert data == []
+    finally:
+        server.stop()
+    assert f"http://[::1]:{server.port}" in server.log.read_text()
