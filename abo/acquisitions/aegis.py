@@ -34,6 +34,7 @@ from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget, latent_mean_std
+from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import sobol_points, thompson_points
 from abo.exceptions import AboError
@@ -186,6 +187,7 @@ class _AegisBase:
         u = torch.rand(n, 2, generator=ctx.generator, dtype=torch.double).tolist()
         return [choose_arm(t0 + i, k, eps_c, self.eta, u1, u2) for i, (u1, u2) in enumerate(u)]
 
+    @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         seen = torch.cat([ctx.X, ctx.X_pending]).to(torch.double)
         points: list[Tensor | None] = [None] * n

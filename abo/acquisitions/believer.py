@@ -17,6 +17,7 @@ from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
+from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.registry import register_strategy
 
@@ -48,6 +49,7 @@ class BelieverStrategy:
     def __init__(self, raw_samples: int = 512, num_restarts: int = 6):
         self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
 
+    @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         model_0 = ctx.model

@@ -40,6 +40,7 @@ from abo.acquisitions.optimize import (
     latent_mean,
     latent_mean_std,
 )
+from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.exceptions import AboError
 from abo.registry import register_strategy
@@ -377,6 +378,7 @@ class _PenalizedStrategy:
             lipschitz_maxiter=self.lipschitz_maxiter,
         )
 
+    @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         return greedy_batch(
             ctx,

@@ -25,6 +25,7 @@ from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget, greedy_batch, maximize
+from abo.acquisitions.quiet import quiet_proposal
 from abo.registry import register_strategy
 
 NOISE_FREE_BELOW = 1e-4
@@ -80,6 +81,7 @@ class QLogNEIStrategy:
             prune_baseline=True,
         )
 
+    @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         if self.joint and n > 1:

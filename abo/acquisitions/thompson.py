@@ -12,7 +12,10 @@ evaluated under every path (the kernel between them and the training data is com
 each path starts its local searches at its own best raw samples, and one batched L-BFGS-B run
 climbs the separable sum ``sum_j path_j(x_j)``, so each ``x_j`` still maximises only its own
 path. If the pathwise draw fails (a model it does not support), an exact joint posterior sample
-over Sobol candidates (``MaxPosteriorSampling``) takes its place.
+over Sobol candidates (``MaxPosteriorSampling``) takes its place, and the proposal says so in one
+``AboWarning``. An L-BFGS-B search that ends in an abnormal line search keeps the best point it
+reached, so BoTorch's ``OptimizationWarning`` about it is recorded, not shown
+(``abo.acquisitions.quiet``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget, incumbent
+from abo.acquisitions.quiet import degraded, quiet_proposal, search_warnings
 from abo.registry import register_strategy
 
 DUPLICATE_TOL = 1e-6
@@ -78,13 +82,14 @@ def maximize_paths(
     starts = raw[raw_values.topk(k, dim=-1).indices].transpose(0, 1)  # k x n x d
     if ctx.X.shape[0]:
         starts = torch.cat([starts, incumbent(ctx).to(starts).expand(1, n, -1)])
-    X, _ = gen_candidates_scipy(
-        starts,
-        acq,
-        lower_bounds=ctx.bounds[0].to(starts),
-        upper_bounds=ctx.bounds[1].to(starts),
-        options={"maxiter": budget.maxiter},
-    )
+    with search_warnings():  # an abnormal line search still ends at its best point
+        X, _ = gen_candidates_scipy(
+            starts,
+            acq,
+            lower_bounds=ctx.bounds[0].to(starts),
+            upper_bounds=ctx.bounds[1].to(starts),
+            options={"maxiter": budget.maxiter},
+        )
     X = X.detach()
     with torch.no_grad():
         return X, path_values(acq, X)
@@ -137,6 +142,11 @@ def thompson_points(
             torch.manual_seed(seed)
             x = MaxPosteriorSampling(ctx.model, replacement=False)(candidates, num_samples=n)
         info = {"fallback": f"max_posterior_sampling ({type(exc).__name__})"}
+        degraded(
+            f"the pathwise posterior sample failed ({type(exc).__name__}: {exc}); "
+            f"proposed the maximisers of an exact joint sample over {n_candidates} Sobol "
+            "candidates instead"
+        )
         return ctx.round(x.reshape(n, -1)), [dict(info) for _ in range(n)]
 
 
@@ -164,6 +174,7 @@ class ThompsonStrategy:
         self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
         self.n_candidates = n_candidates
 
+    @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         X, infos = thompson_points(ctx, n, self.budget, self.n_candidates)
         return Proposal(X, [{"strategy": self.name, **info} for info in infos])

@@ -24,6 +24,7 @@ from botorch.acquisition.analytic import UpperConfidenceBound
 
 from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import thompson_point
 from abo.exceptions import AboError
@@ -59,6 +60,7 @@ class UCBStrategy:
         self.beta = beta
         self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
 
+    @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         beta = self.beta if self.beta is not None else beta_schedule(ctx.dim, ctx.X.shape[0])

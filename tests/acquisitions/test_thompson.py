@@ -7,6 +7,7 @@ import torch
 from botorch.models.deterministic import GenericDeterministicModel
 from strategy_helpers import PEAK, make_ctx
 
+from abo import AboWarning
 from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.thompson import (
     ThompsonStrategy,
@@ -55,7 +56,8 @@ def test_falls_back_to_exact_sampling_on_candidates_when_pathwise_fails(peaked) 
     _, X, Y = peaked
     # a deterministic model has no pathwise sampler; its "posterior sample" is itself
     model = GenericDeterministicModel(lambda x: -(x - PEAK).pow(2).sum(-1, keepdim=True))
-    proposal = ThompsonStrategy(n_candidates=512).propose(make_ctx(model, X, Y, seed=0), 1)
+    with pytest.warns(AboWarning, match="^thompson: the pathwise posterior sample failed"):
+        proposal = ThompsonStrategy(n_candidates=512).propose(make_ctx(model, X, Y, seed=0), 1)
     assert "max_posterior_sampling" in proposal.info[0]["fallback"]
     assert (proposal.X[0] - PEAK).norm() < 0.08  # the best of 512 Sobol candidates
 
