@@ -2,10 +2,17 @@
 
 The model and every strategy work in the unit cube ``[0, 1]^D``. A ``Float`` or ``Int`` takes one
 dimension (log-scaled when ``log=True``); a ``Categorical`` with ``c`` choices takes ``c``
-dimensions, one-hot, so choices are never treated as ordered. ``Space.round`` snaps a relaxed
-point of the cube onto a point that encodes valid parameters (integer bins at their centres,
-categorical blocks one-hot at their argmax), and ``from_unit`` decodes it exactly: an ``Int`` is
-always an ``int`` within its bounds and a ``Categorical`` always one of its choices.
+dimensions, one-hot, so choices are never treated as ordered. A ``step`` quantises a ``Float``
+or an ``Int`` to the grid ``low + k * step``: its dimension is cut into one equal bin per grid
+value, as an ``Int``'s is cut into one bin per integer. ``Space.round`` snaps a relaxed point of
+the cube onto a point that encodes valid parameters (bins at their centres, categorical blocks
+one-hot at their argmax), and ``from_unit`` decodes it exactly: an ``Int`` is always an ``int``
+within its bounds, a stepped value is always on its grid (and printed without float noise:
+``0.3``, not ``0.30000000000000004``), and a ``Categorical`` is always one of its choices.
+
+Bounds must be ones the encoding represents exactly: an ``Int``'s within ``+-2**53`` (beyond it
+floats skip integers), a ``Float``'s finite and with a finite width. Torch is imported only by
+the methods that make tensors, so reading a space (``abo studies``) does not load it.
 
 Example:
     >>> space = Space({"lr": Float(1e-4, 1e-1, log=True), "opt": Categorical(["sgd", "adam"])})
@@ -13,6 +20,8 @@ Example:
     3
     >>> space.from_unit(space.to_unit({"lr": 1e-2, "opt": "adam"}))["opt"]
     'adam'
+    >>> Space({"x": Float(0.0, 1.0, step=0.1)}).validate({"x": 0.1 + 0.2})
+    {'x': 0.3}
 """
 
 from __future__ import annotations
@@ -21,15 +30,21 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-from torch import Tensor
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from abo.exceptions import SearchSpaceError
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
 Choice = str | int | float | bool
 ParamValue = float | int | str | bool
+
+MAX_INT = 2**53
+"""Largest integer bound (in absolute value): every integer up to it is an exact float."""
+GRID_TOL = 1e-9
+"""Relative tolerance of "a whole multiple of step" and of "on the grid"."""
 
 
 def _is_real(value: Any) -> bool:
@@ -62,38 +77,133 @@ def _plain(value: Any) -> Choice:
     return {"bool": bool, "int": int, "float": float, "str": str}[_kind(value) or "str"](value)
 
 
+def _is_finite(value: Any) -> bool:
+    """True for a real that is finite as a float (an int too large for a float is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _show(value: Any) -> str:
+    """``repr(value)``, shortened for huge integers and long objects (for error messages)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        digits = len(str(abs(int(value))))
+        if digits > 30:
+            return f"an integer of {digits} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _decimal(value: float | int) -> Decimal:
+    """The decimal a user wrote for ``value`` (``0.1`` -> ``Decimal('0.1')``, not its binary)."""
+    if isinstance(value, numbers.Integral):
+        return Decimal(int(value))
+    return Decimal(repr(float(value)))  # float(): numpy's repr is "np.float64(0.1)"
+
+
+def _check_log(kind: str, log: Any) -> None:
+    if not isinstance(log, bool):
+        raise SearchSpaceError(f"{kind}: log must be true or false, got {_show(log)}")
+
+
+def _bin_encode(k: int, n: int) -> float:
+    """The centre of bin ``k`` of ``n`` equal bins of ``[0, 1]``."""
+    return (k + 0.5) / n
+
+
+def _bin_decode(u: float, n: int) -> int:
+    """The bin of ``n`` equal bins of ``[0, 1]`` that holds ``u`` (clamped into the cube)."""
+    return min(n - 1, max(0, round(min(1.0, max(0.0, u)) * n - 0.5)))
+
+
+def _snap(param: Float | Int, u: Tensor) -> Tensor:
+    """Every coordinate of ``u`` moved to the centre of its bin (see ``Space.round``)."""
+    values = [param.encode(param.decode([float(x)]))[0] for x in u.reshape(-1).tolist()]
+    return u.new_tensor(values).reshape(u.shape)
+
+
 @dataclass(frozen=True)
 class Float:
     """A real parameter in ``[low, high]``; ``log=True`` models it on a log scale.
 
+    ``step`` quantises it to ``low + k * step`` (``high - low`` must be a whole multiple of
+    it; not with ``log=True``, as in Optuna): ``Float(0.0, 1.0, step=0.1)`` takes 11 values.
+
     Example:
         >>> Float(1e-5, 1e-1, log=True).high
         0.1
+        >>> Float(0.0, 1.0, step=0.1).decode([0.29])
+        0.3
     """
 
     low: float
     high: float
     log: bool = False
+    step: float | None = None
 
     def __post_init__(self) -> None:
-        if not (_is_real(self.low) and _is_real(self.high)):
-            raise SearchSpaceError("Float: low and high must be real numbers")
-        try:
-            finite = math.isfinite(self.low) and math.isfinite(self.high)
-        except OverflowError:  # an int too large for a float
-            finite = False
-        if not finite:
-            raise SearchSpaceError("Float: low and high must be finite")
+        for field in ("low", "high"):
+            v = getattr(self, field)
+            if not _is_real(v):
+                raise SearchSpaceError(f"Float: {field} must be a real number, got {_show(v)}")
+            if not _is_finite(v):
+                raise SearchSpaceError(f"Float: {field} must be finite, got {_show(v)}")
         if self.low >= self.high:
             raise SearchSpaceError(f"Float: low ({self.low}) must be below high ({self.high})")
         if not math.isfinite(float(self.high) - float(self.low)):
             raise SearchSpaceError(f"Float: the range [{self.low}, {self.high}] is too wide")
+        _check_log("Float", self.log)
         if self.log and self.low <= 0:
             raise SearchSpaceError(f"Float: log scale needs low > 0, got low={self.low}")
+        if self.step is not None:
+            self._check_step()
+
+    def _check_step(self) -> None:
+        step = self.step
+        if not _is_real(step) or not _is_finite(step) or not step > 0:
+            raise SearchSpaceError(
+                f"Float: step must be a positive finite number, got {_show(step)}"
+            )
+        if self.log:
+            raise SearchSpaceError("Float: step cannot be combined with log=True (as in Optuna)")
+        ratio = (_decimal(self.high) - _decimal(self.low)) / _decimal(step)
+        n = int(ratio.to_integral_value())
+        if n < 1 or abs(ratio - n) > Decimal(GRID_TOL) * n:
+            raise SearchSpaceError(
+                f"Float: high - low ({self.high} - {self.low}) must be a whole multiple of "
+                f"step ({step}) within a relative {GRID_TOL:g}"
+            )
+        if n > MAX_INT:
+            raise SearchSpaceError(
+                f"Float: step ({step}) cuts [{self.low}, {self.high}] into more than 2**53 values"
+            )
 
     @property
     def width(self) -> int:
         return 1
+
+    @property
+    def n_steps(self) -> int | None:
+        """How many steps span ``[low, high]`` (``None`` without a step)."""
+        if self.step is None:
+            return None
+        ratio = (_decimal(self.high) - _decimal(self.low)) / _decimal(self.step)
+        return int(ratio.to_integral_value())
+
+    def grid_value(self, k: int) -> float:
+        """``low + k * step`` as the float nearest the decimal (``0.3``, not ``0.1 * 3``)."""
+        n = self.n_steps
+        assert n is not None and self.step is not None
+        if k >= n:
+            return float(self.high)
+        value = float(_decimal(self.low) + max(0, k) * _decimal(self.step))
+        return min(float(self.high), max(float(self.low), value))
+
+    def _index(self, value: float) -> float:
+        """Where ``value`` lies on the grid, in steps from ``low`` (not rounded)."""
+        assert self.step is not None
+        return (float(value) - float(self.low)) / float(self.step)
 
     def _lo_hi(self) -> tuple[float, float]:
         if self.log:
@@ -101,30 +211,49 @@ class Float:
         return float(self.low), float(self.high)
 
     def encode(self, value: ParamValue) -> list[float]:
+        n = self.n_steps
+        if n is not None:
+            return [_bin_encode(min(n, max(0, round(self._index(float(value))))), n + 1)]
         lo, hi = self._lo_hi()
         v = math.log(float(value)) if self.log else float(value)
         return [min(1.0, max(0.0, (v - lo) / (hi - lo)))]
 
     def decode(self, u: Sequence[float]) -> float:
+        n = self.n_steps
+        if n is not None:
+            return self.grid_value(_bin_decode(float(u[0]), n + 1))
         lo, hi = self._lo_hi()
         v = lo + min(1.0, max(0.0, float(u[0]))) * (hi - lo)
         value = math.exp(v) if self.log else v
         return min(float(self.high), max(float(self.low), value))
 
     def round(self, u: Tensor) -> Tensor:
-        return u.clamp(0.0, 1.0)
+        return u.clamp(0.0, 1.0) if self.step is None else _snap(self, u)
 
     def check(self, name: str, value: Any) -> ParamValue:
         if not _is_real(value):
-            raise SearchSpaceError(f"{name}: expected a real number, got {value!r}")
+            raise SearchSpaceError(f"{name}: expected a real number, got {_show(value)}")
         if not isinstance(value, numbers.Integral) and not math.isfinite(value):
             raise SearchSpaceError(f"{name}: must be finite, got {value!r}")
         if not self.low <= value <= self.high:
-            raise SearchSpaceError(f"{name}: {value!r} is outside [{self.low}, {self.high}]")
-        return float(value)
+            raise SearchSpaceError(f"{name}: {_show(value)} is outside [{self.low}, {self.high}]")
+        n = self.n_steps
+        if n is None:
+            return float(value)
+        r = self._index(float(value))
+        k = min(n, max(0, round(r)))
+        if abs(r - k) > GRID_TOL * max(1, n):
+            below = self.grid_value(math.floor(r))
+            above = self.grid_value(min(n, math.floor(r) + 1))
+            raise SearchSpaceError(
+                f"{name}: {value!r} is not on the grid {self.low} + k * {self.step} "
+                f"(the nearest values are {below} and {above})"
+            )
+        return self.grid_value(k)
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "float", "low": self.low, "high": self.high, "log": self.log}
+        out = {"type": "float", "low": self.low, "high": self.high, "log": self.log}
+        return out if self.step is None else {**out, "step": self.step}
 
 
 @dataclass(frozen=True)
@@ -133,27 +262,47 @@ class Int:
 
     Each integer ``k`` owns the bin ``[k - 0.5, k + 0.5]`` of its unit dimension (measured on
     the log scale when ``log=True``, so small integers get wider bins), so the model sees a
-    continuous input and decoding rounds to the bin.
+    continuous input and decoding rounds to the bin. ``step`` keeps every ``step``-th integer
+    from ``low`` (``Int(0, 100, step=5)``: 0, 5, ..., 100; not with ``log=True``), each with an
+    equal bin. Bounds must lie within ``+-2**53``.
 
     Example:
         >>> Int(1, 8).decode([0.99])
         8
+        >>> Int(0, 100, step=5).decode([0.5])
+        50
     """
 
     low: int
     high: int
     log: bool = False
+    step: int = 1
 
     def __post_init__(self) -> None:
-        for field in ("low", "high"):
+        for field in ("low", "high", "step"):
             v = getattr(self, field)
             if not _is_whole(v):
-                raise SearchSpaceError(f"Int: {field} must be an integer, got {v!r}")
+                raise SearchSpaceError(f"Int: {field} must be an integer, got {_show(v)}")
+            if not -MAX_INT <= v <= MAX_INT:
+                raise SearchSpaceError(
+                    f"Int: {field} must lie within +-2**53 (+-{MAX_INT}), where every integer "
+                    f"is an exact float, got {_show(v)}"
+                )
             object.__setattr__(self, field, int(v))
         if self.low >= self.high:
             raise SearchSpaceError(f"Int: low ({self.low}) must be below high ({self.high})")
+        _check_log("Int", self.log)
         if self.log and self.low < 1:
             raise SearchSpaceError(f"Int: log scale needs low >= 1, got low={self.low}")
+        if self.step < 1:
+            raise SearchSpaceError(f"Int: step must be a positive integer, got {self.step}")
+        if self.step != 1 and self.log:
+            raise SearchSpaceError("Int: step cannot be combined with log=True (as in Optuna)")
+        if (self.high - self.low) % self.step:
+            raise SearchSpaceError(
+                f"Int: high - low ({self.high} - {self.low}) must be a whole multiple of "
+                f"step ({self.step})"
+            )
 
     @property
     def width(self) -> int:
@@ -164,31 +313,43 @@ class Int:
         return (math.log(lo), math.log(hi)) if self.log else (lo, hi)
 
     def encode(self, value: ParamValue) -> list[float]:
+        if self.step != 1:
+            n = (self.high - self.low) // self.step
+            k = round((float(value) - self.low) / self.step)
+            return [_bin_encode(min(n, max(0, k)), n + 1)]
         lo, hi = self._lo_hi()
         v = math.log(float(value)) if self.log else float(value)
         return [(v - lo) / (hi - lo)]
 
     def decode(self, u: Sequence[float]) -> int:
+        if self.step != 1:
+            n = (self.high - self.low) // self.step
+            return self.low + _bin_decode(float(u[0]), n + 1) * self.step
         lo, hi = self._lo_hi()
         v = lo + min(1.0, max(0.0, float(u[0]))) * (hi - lo)
         value = math.exp(v) if self.log else v
         return int(min(self.high, max(self.low, round(value))))
 
     def round(self, u: Tensor) -> Tensor:
-        return torch.tensor(
-            [self.encode(self.decode([float(x)]))[0] for x in u.reshape(-1)],
-            dtype=u.dtype,
-        ).reshape(u.shape)
+        return _snap(self, u)
 
     def check(self, name: str, value: Any) -> ParamValue:
         if not _is_whole(value):
-            raise SearchSpaceError(f"{name}: expected an integer, got {value!r}")
+            raise SearchSpaceError(f"{name}: expected an integer, got {_show(value)}")
         if not self.low <= value <= self.high:
-            raise SearchSpaceError(f"{name}: {value!r} is outside [{self.low}, {self.high}]")
-        return int(value)
+            raise SearchSpaceError(f"{name}: {_show(value)} is outside [{self.low}, {self.high}]")
+        value = int(value)
+        off = (value - self.low) % self.step
+        if off:
+            raise SearchSpaceError(
+                f"{name}: {value} is not on the grid {self.low} + k * {self.step} "
+                f"(the nearest values are {value - off} and {value - off + self.step})"
+            )
+        return value
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "int", "low": self.low, "high": self.high, "log": self.log}
+        out = {"type": "int", "low": self.low, "high": self.high, "log": self.log}
+        return out if self.step == 1 else {**out, "step": self.step}
 
 
 @dataclass(frozen=True)
@@ -251,7 +412,7 @@ class Categorical:
         return self.choices[max(range(len(values)), key=values.__getitem__)]
 
     def round(self, u: Tensor) -> Tensor:
-        out = torch.zeros_like(u)
+        out = u.new_zeros(u.shape)
         out[..., u.argmax(dim=-1)] = 1.0
         return out
 
@@ -268,21 +429,48 @@ class Categorical:
 Parameter = Float | Int | Categorical
 
 
-def parameter_from_json(data: Mapping[str, Any]) -> Parameter:
-    """Rebuild a parameter from ``Parameter.to_json()`` output."""
+_KEYS: dict[str, tuple[str, ...]] = {
+    "float": ("type", "low", "high", "log", "step"),
+    "int": ("type", "low", "high", "log", "step"),
+    "categorical": ("type", "choices"),
+}
+
+
+def parameter_from_json(data: Any, name: str = "parameter") -> Parameter:
+    """Rebuild a parameter from ``Parameter.to_json()`` output (or a study file's table).
+
+    Raises:
+        SearchSpaceError: ``"{name}: reason"`` for anything malformed: not an object, an unknown
+            type or key, a missing or mistyped field, bounds the encoding cannot represent.
+    """
     if not isinstance(data, Mapping):
-        raise SearchSpaceError(f"parameter: expected an object, got {data!r}")
+        raise SearchSpaceError(
+            f'{name}: expected an object such as {{"type": "float", "low": 0, "high": 1}}, '
+            f"got {_show(data)}"
+        )
     kind = data.get("type")
+    if not isinstance(kind, str) or kind not in _KEYS:
+        raise SearchSpaceError(f"{name}: unknown type {_show(kind)} (float, int or categorical)")
+    unknown = sorted(str(key) for key in data if key not in _KEYS[kind])
+    if unknown:
+        raise SearchSpaceError(
+            f"{name}: unknown key {unknown[0]!r} for a {kind} parameter "
+            f"(keys: {', '.join(_KEYS[kind])})"
+        )
+    for key in ("choices",) if kind == "categorical" else ("low", "high"):
+        if key not in data:
+            raise SearchSpaceError(f"{name}: {kind} is missing {key!r}")
     try:
-        if kind == "float":
-            return Float(data["low"], data["high"], log=bool(data.get("log", False)))
-        if kind == "int":
-            return Int(data["low"], data["high"], log=bool(data.get("log", False)))
         if kind == "categorical":
             return Categorical(data["choices"])
-    except KeyError as exc:
-        raise SearchSpaceError(f"parameter: {kind} is missing {exc.args[0]!r}") from None
-    raise SearchSpaceError(f"parameter: unknown type {kind!r} (float, int or categorical)")
+        log = False if data.get("log") is None else data["log"]
+        if kind == "float":
+            return Float(data["low"], data["high"], log=log, step=data.get("step"))
+        step = 1 if data.get("step") is None else data["step"]
+        return Int(data["low"], data["high"], log=log, step=step)
+    except SearchSpaceError as exc:
+        reason = str(exc).split(": ", 1)[-1]  # "Float: low must be ..." -> "low must be ..."
+        raise SearchSpaceError(f"{name}: {reason}") from None
 
 
 class Space(Mapping[str, Parameter]):
@@ -333,6 +521,8 @@ class Space(Mapping[str, Parameter]):
     @property
     def bounds(self) -> Tensor:
         """``2 x D`` bounds of the unit cube, as BoTorch expects."""
+        import torch
+
         return torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).double()
 
     def validate(self, params: Any) -> dict[str, ParamValue]:
@@ -353,6 +543,8 @@ class Space(Mapping[str, Parameter]):
 
     def to_unit(self, params: Mapping[str, ParamValue]) -> Tensor:
         """Encode one parameter dict as a ``D`` tensor in the unit cube."""
+        import torch
+
         out: list[float] = []
         for name, p in self._params.items():
             out.extend(p.encode(params[name]))
@@ -360,19 +552,23 @@ class Space(Mapping[str, Parameter]):
 
     def to_unit_batch(self, params: Sequence[Mapping[str, ParamValue]]) -> Tensor:
         """Encode many parameter dicts as an ``n x D`` tensor."""
+        import torch
+
         if not params:
             return torch.zeros(0, self.dim, dtype=torch.double)
         return torch.stack([self.to_unit(p) for p in params])
 
     def from_unit(self, x: Tensor | Sequence[float]) -> dict[str, ParamValue]:
         """Decode a ``D`` point of the unit cube into a parameter dict (always valid)."""
-        values = [float(v) for v in (x.tolist() if isinstance(x, Tensor) else x)]
+        values = [float(v) for v in (x.tolist() if hasattr(x, "tolist") else x)]
         if len(values) != self.dim:
             raise SearchSpaceError(f"x: expected {self.dim} coordinates, got {len(values)}")
         return {n: p.decode(values[self._slices[n]]) for n, p in self._params.items()}
 
     def round(self, X: Tensor) -> Tensor:
         """Snap ``n x D`` relaxed points onto encodings of valid parameters."""
+        import torch
+
         X = X.detach().to(torch.double).clamp(0.0, 1.0).clone()
         for name, p in self._params.items():
             s = self._slices[name]
@@ -382,11 +578,13 @@ class Space(Mapping[str, Parameter]):
 
     @property
     def is_continuous(self) -> bool:
-        """True when every parameter is a ``Float`` (no rounding needed)."""
-        return all(isinstance(p, Float) for p in self._params.values())
+        """True when every parameter is a ``Float`` without a step (no rounding needed)."""
+        return all(isinstance(p, Float) and p.step is None for p in self._params.values())
 
     def sample(self, n: int, seed: int | None = None) -> list[dict[str, ParamValue]]:
         """Draw ``n`` uniformly random parameter dicts (uniform in the unit encoding)."""
+        import torch
+
         gen = torch.Generator().manual_seed(0 if seed is None else seed)
         X = torch.rand(n, self.dim, generator=gen, dtype=torch.double)
         return [self.from_unit(x) for x in self.round(X)]
@@ -396,6 +594,10 @@ class Space(Mapping[str, Parameter]):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Space:
+        """Rebuild a space from ``to_json()`` output; errors name the parameter (``"n: ..."``)."""
         if not isinstance(data, Mapping):
             raise SearchSpaceError(f"space: expected an object, got {type(data).__name__}")
-        return cls({name: parameter_from_json(p) for name, p in data.items()})
+        for name in data:
+            if not isinstance(name, str) or not name:
+                raise SearchSpaceError(f"space: parameter names must be strings, got {name!r}")
+        return cls({name: parameter_from_json(p, name) for name, p in data.items()})

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+import tomllib
+from decimal import Decimal
 
 import pytest
 import torch
@@ -211,3 +215,213 @@ def test_categorical_matches_numpy_values_and_stores_plain_ones() -> None:
 def test_float_range_too_wide_to_encode_is_rejected() -> None:
     with pytest.raises(SearchSpaceError, match="too wide"):
         Float(-1e308, 1e308)
+
+
+# -- stepped parameters -----------------------------------------------------------------------
+def _d(value: float) -> Decimal:
+    return Decimal(repr(value))
+
+
+@st.composite
+def stepped_float(draw: st.DrawFn) -> tuple[Float, float, float, int]:
+    """A stepped Float of decimal bounds and step: ``(param, low, step, n_steps)``."""
+    low = draw(st.integers(-2000, 2000)) / 10 ** draw(st.integers(0, 3))
+    step = draw(st.integers(1, 50)) / 10 ** draw(st.integers(0, 3))
+    n = draw(st.integers(1, 500))
+    high = float(_d(low) + n * _d(step))
+    return Float(low, high, step=step), low, step, n
+
+
+@settings(max_examples=300, deadline=None)
+@given(stepped_float(), st.data())
+def test_stepped_float_round_trips_exactly_on_a_noise_free_grid(case, data: st.DataObject) -> None:
+    param, low, step, n = case
+    space = Space({"s": param})
+    k = data.draw(st.integers(0, n))
+    value = float(_d(low) + k * _d(step))  # what a user means by low + k * step
+    assert space.validate({"s": value}) == {"s": value}
+    back = space.from_unit(space.to_unit({"s": value}))["s"]
+    assert back == value and type(back) is float
+    assert _d(back) == _d(low) + k * _d(step)  # prints as the decimal: 0.3, not 0.30000000000000004
+    # any point of the cube decodes onto the grid, within the bounds, and rounds idempotently
+    u = data.draw(st.floats(0.0, 1.0))
+    rounded = space.round(torch.tensor([[u]], dtype=torch.double))
+    decoded = space.from_unit(rounded[0])["s"]
+    assert param.low <= decoded <= param.high
+    assert (_d(decoded) - _d(low)) % _d(step) == 0
+    assert space.from_unit([u]) == {"s": decoded}
+    assert torch.equal(space.round(rounded), rounded)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(-(10**6), 10**6),
+    st.integers(1, 50),
+    st.integers(1, 300),
+    st.data(),
+)
+def test_stepped_int_round_trips_exactly(low: int, step: int, n: int, data: st.DataObject) -> None:
+    space = Space({"n": Int(low, low + n * step, step=step)})
+    value = low + data.draw(st.integers(0, n)) * step
+    back = space.from_unit(space.to_unit({"n": value}))["n"]
+    assert back == value and type(back) is int
+    u = data.draw(st.floats(0.0, 1.0))
+    decoded = space.from_unit(space.round(torch.tensor([[u]], dtype=torch.double))[0])["n"]
+    assert low <= decoded <= low + n * step and (decoded - low) % step == 0
+
+
+def test_a_stepped_float_takes_the_values_a_user_writes() -> None:
+    space = Space({"x": Float(0.0, 1.0, step=0.1), "n": Int(0, 100, step=5)})
+    assert space.dim == 2
+    xs = sorted({space.from_unit([u / 200, 0.0])["x"] for u in range(201)})
+    assert [repr(x) for x in xs] == [repr(k / 10) for k in range(11)]
+    ns = sorted({space.from_unit([0.0, u / 200])["n"] for u in range(201)})
+    assert ns == list(range(0, 101, 5))
+    # each value owns an equal share of the dimension, as Int's integers do
+    assert space.to_unit({"x": 0.3, "n": 50}).tolist() == [3.5 / 11, 10.5 / 21]
+    assert space.validate({"x": 0.1 + 0.2, "n": 50.0}) == {"x": 0.3, "n": 50}
+    assert space.validate({"x": 1, "n": 100})["x"] == 1.0
+    assert not space.is_continuous
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            {"x": 0.35},
+            "x: 0.35 is not on the grid 0.0 + k * 0.1 (the nearest values are 0.3 and 0.4)",
+        ),
+        ({"x": 0.3001}, "x: 0.3001 is not on the grid"),
+        ({"n": 7}, "n: 7 is not on the grid 0 + k * 5 (the nearest values are 5 and 10)"),
+        ({"n": 105}, "n: 105 is outside [0, 100]"),
+    ],
+)
+def test_validate_refuses_off_grid_values(change: dict, reason: str) -> None:
+    space = Space({"x": Float(0.0, 1.0, step=0.1), "n": Int(0, 100, step=5)})
+    with pytest.raises(SearchSpaceError) as info:
+        space.validate({"x": 0.3, "n": 5, **change})
+    assert str(info.value).startswith(reason)
+
+
+def test_steps_survive_json_and_study_files() -> None:
+    space = Space({"x": Float(0.0, 1.0, step=0.1), "n": Int(0, 100, step=5)})
+    assert Space.from_json(json.loads(json.dumps(space.to_json()))) == space
+    toml = (
+        'x = {type = "float", low = 0, high = 1, step = 0.1}\n'
+        'n = {type = "int", low = 0, high = 100, step = 5}\n'
+    )
+    assert Space.from_json(tomllib.loads(toml)) == space
+    # no step, no key: spaces stored before steps existed read back equal
+    assert "step" not in Float(0.0, 1.0).to_json() and "step" not in Int(0, 9).to_json()
+    assert Space.from_json({"n": {"type": "int", "low": 0, "high": 9, "step": None}}) == Space(
+        {"n": Int(0, 9)}
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda: Float(0.0, 1.0, step=0.3), ["Float:", "whole multiple of step (0.3)", "1e-09"]),
+        (lambda: Float(0.0, 1.0, step=2.0), ["whole multiple of step"]),
+        (lambda: Float(1e-3, 1.0, log=True, step=0.1), ["step", "log=True"]),
+        (lambda: Float(0.0, 1.0, step=0), ["step", "positive"]),
+        (lambda: Float(0.0, 1.0, step=-0.1), ["step", "positive"]),
+        (lambda: Float(0.0, 1.0, step=math.inf), ["step", "finite"]),
+        (lambda: Float(0.0, 1.0, step="0.1"), ["step", "'0.1'"]),
+        (lambda: Float(0.0, 1.0, step=1e-300), ["step", "2**53"]),
+        (lambda: Int(0, 100, step=7), ["whole multiple of step (7)"]),
+        (lambda: Int(0, 100, step=0), ["step", "positive"]),
+        (lambda: Int(0, 100, step=2.5), ["step", "integer"]),
+        (lambda: Int(1, 100, log=True, step=3), ["step", "log=True"]),
+        (lambda: Float(0.0, 1.0, log="yes"), ["log", "true or false"]),
+        (lambda: Int(0, 10, log=1), ["log", "true or false"]),
+    ],
+)
+def test_invalid_steps_raise_saying_why(build, words: list[str]) -> None:
+    with pytest.raises(SearchSpaceError) as info:
+        build()
+    for word in words:
+        assert word in str(info.value)
+
+
+# -- bounds the encoding cannot represent, and malformed JSON -------------------------------------
+HUGE = 10**400
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda: Int(0, HUGE), ["Int: high", "2**53", "an integer of 401 digits"]),
+        (lambda: Int(-HUGE, 0), ["Int: low", "2**53"]),
+        (lambda: Int(0, 2**53 + 1), ["Int: high", "2**53"]),
+        (lambda: Int(0, 1e300), ["Int: high", "2**53"]),
+        (lambda: Float(0, HUGE), ["Float: high", "finite", "an integer of 401 digits"]),
+        (lambda: Float(-HUGE, 0.0), ["Float: low", "finite"]),
+    ],
+)
+def test_bounds_beyond_the_encoding_are_refused(build, words: list[str]) -> None:
+    with pytest.raises(SearchSpaceError) as info:
+        build()
+    for word in words:
+        assert word in str(info.value)
+    assert Int(-(2**53), 2**53).decode([1.0]) == 2**53  # the limits themselves are fine
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ({"type": "int", "low": 0, "high": HUGE}, "high must lie within +-2**53"),
+        ({"type": "int", "low": -HUGE, "high": 0}, "low must lie within +-2**53"),
+        ({"type": "float", "low": 0, "high": HUGE}, "high must be finite"),
+        ({"type": "float", "low": -1e308, "high": 1e308}, "the range"),
+        ({"type": "float", "low": "0", "high": 1}, "low must be a real number, got '0'"),
+        ({"type": "int", "low": 0, "high": [1]}, "high must be an integer, got [1]"),
+        ({"type": "float", "low": 1, "high": 1}, "low (1) must be below high (1)"),
+        ({"type": "int", "low": 5, "high": 1}, "low (5) must be below high (1)"),
+        ({"type": "float", "low": 0, "high": 1, "log": "false"}, "log must be true or false"),
+        ({"type": "float", "low": 0, "high": 1, "step": 0.3}, "whole multiple of step"),
+        ({"type": "int", "low": 0, "high": 1, "lo": 0}, "unknown key 'lo' for a int parameter"),
+        ({"type": "categorical", "choices": "ab"}, "choices must be a list"),
+        ({"type": "categorical", "choices": {"a": 1}}, "choices must be a list"),
+        ({"type": "categorical", "choices": []}, "choices must not be empty"),
+        ({"type": "categorical", "choices": [1, None]}, "choices must be str, int, float"),
+        ({"type": "categorical"}, "categorical is missing 'choices'"),
+        ({"type": "float", "low": 0}, "float is missing 'high'"),
+        ({"type": "complex"}, "unknown type 'complex'"),
+        ({"type": ["float"], "low": 0, "high": 1}, "unknown type ['float']"),
+        ({"low": 0, "high": 1}, "unknown type None"),
+        ([0, 1], "expected an object"),
+        ("float", "expected an object"),
+    ],
+)
+def test_from_json_names_the_parameter_and_the_reason(spec: object, reason: str) -> None:
+    with pytest.raises(SearchSpaceError) as info:
+        Space.from_json({"ok": {"type": "float", "low": 0, "high": 1}, "n": spec})
+    assert str(info.value).startswith("n: "), str(info.value)
+    assert reason in str(info.value)
+
+
+def test_from_json_refuses_bad_names_and_non_objects() -> None:
+    with pytest.raises(SearchSpaceError, match="^space: parameter names"):
+        Space.from_json({"": {"type": "float", "low": 0, "high": 1}})
+    with pytest.raises(SearchSpaceError, match="^space: expected an object"):
+        Space.from_json([("x", {"type": "float", "low": 0, "high": 1})])
+
+
+def test_importing_the_space_module_does_not_import_torch() -> None:
+    # `abo studies` builds spaces from storage but never encodes: it must not pay for torch
+    code = (
+        "import sys\n"
+        "from abo.space import Float, Int, Space\n"
+        "space = Space.from_json({'x': {'type': 'float', 'low': 0, 'high': 1, 'step': 0.1},"
+        " 'n': {'type': 'int', 'low': 0, 'high': 10}})\n"
+        "space.validate({'x': 0.3, 'n': 2})\n"
+        "assert space == Space({'x': Float(0, 1, step=0.1), 'n': Int(0, 10)})\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+        "space.to_unit({'x': 0.3, 'n': 2})  # encoding does import it\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split("\n")[:2] == ["[]", "True"], out.stdout + out.stderr
