@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from decimal import Decimal
 
 import pytest
 import torch
@@ -178,3 +179,43 @@ def test_beats_random_search_on_branin(name: str) -> None:
         f"({time.perf_counter() - t0:.0f} s)"
     )
     assert median < baseline, (name, regrets, baseline)
+
+
+# -- stepped parameters: every strategy proposes only grid values ---------------------------------
+STEPPED = abo.Space(
+    {
+        "x": abo.Float(0.0, 1.0, step=0.1),
+        "w": abo.Float(-2.5, 2.5, step=0.25),
+        "n": abo.Int(0, 100, step=5),
+        "lr": abo.Float(1e-4, 1e-1, log=True),
+    }
+)
+GRIDS = {"x": ("0.0", "0.1"), "w": ("-2.5", "0.25"), "n": ("0", "5")}
+
+
+def _stepped_loss(p: dict) -> float:
+    return (p["x"] - 0.37) ** 2 + (p["w"] - 0.6) ** 2 + (p["n"] - 42) ** 2 / 1e4 + p["lr"]
+
+
+def _on_grid(value: float, low: str, step: str) -> bool:
+    """``value`` is exactly ``low + k * step`` as a decimal (float noise would fail this)."""
+    return (Decimal(repr(value)) - Decimal(low)) % Decimal(step) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(abo.strategies()))
+def test_every_strategy_proposes_only_grid_values(name: str) -> None:
+    options = CHEAP if name != "random" else {}
+    study = abo.create_study(STEPPED, strategy=name, seed=1, n_initial=4, strategy_options=options)
+    pending = study.ask_batch(3, n_workers=3)
+    for _ in range(5):
+        trial = pending.pop(0)
+        study.tell(trial.id, _stepped_loss(trial.params))
+        pending += study.ask_batch(1 if name == "ucb" else 2, n_workers=4)
+    modelled = [t for t in study.trials if t.info.get("strategy") == name]
+    assert len(modelled) >= 4  # past the four Sobol points, all from the strategy
+    for t in study.trials:
+        assert STEPPED.validate(t.params) == t.params
+        assert type(t.params["n"]) is int
+        for param, (low, step) in GRIDS.items():
+            assert _on_grid(t.params[param], low, step), (param, t.params[param], t.info)
