@@ -49,17 +49,25 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Served:
-    """``abo serve`` from the checkout ``repo`` on a fresh SQLite file."""
+_LAUNCH = """
+import json, sys, uvicorn
+from abo.service.app import create_app
+url, port, options = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+uvicorn.run(create_app(url, **options), host="127.0.0.1", port=port, log_level="warning")
+"""
 
-    def __init__(self, repo: Path, folder: Path) -> None:
+
+class Served:
+    """The service (as ``abo serve`` runs it) from the checkout ``repo`` on a fresh SQLite
+    file, with ``create_app`` options."""
+
+    def __init__(self, repo: Path, folder: Path, options: dict[str, Any]) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if k != "ABO_TOKEN"}
         env["PYTHONPATH"] = str(repo)
-        cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage"]
-        cmd += [f"sqlite:///{folder / 'bench.db'}", "--port", str(self.port)]
-        cmd += ["--log-level", "warning"]
+        cmd = [sys.executable, "-c", _LAUNCH, f"sqlite:///{folder / 'bench.db'}"]
+        cmd += [str(self.port), json.dumps(options)]
         self.log = (folder / "server.log").open("wb")
         self.proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 120
@@ -137,10 +145,12 @@ def _probe(url: str, held: int, to_tell: list[int], stop: Any, queue: Any) -> No
 def _load(url: str, clients: int, seconds: float, evaluation: float) -> dict[str, Any]:
     """``clients`` threads asking and telling for ``seconds``; their ask latencies."""
     asks: list[float] = []
+    done_at: list[float] = []
     failures: list[str] = []
     lock = threading.Lock()
     start = threading.Barrier(clients)
-    end = time.monotonic() + seconds
+    begin = time.monotonic()
+    end = begin + seconds
 
     def client(i: int) -> None:
         with httpx.Client(base_url=url + "/api/v1/studies/bench", timeout=300) as api:
@@ -157,6 +167,7 @@ def _load(url: str, clients: int, seconds: float, evaluation: float) -> dict[str
                 with lock:
                     if r.status_code == 200:
                         asks.append(time.perf_counter() - t0)
+                        done_at.append(time.monotonic() - begin)
                     else:
                         failures.append(str(r.status_code))
                         continue
@@ -170,7 +181,8 @@ def _load(url: str, clients: int, seconds: float, evaluation: float) -> dict[str
         th.start()
     for th in threads:
         th.join()
-    return {"asks": asks, "failures": failures}
+    in_window = sum(1 for t in done_at if t <= seconds)
+    return {"asks": asks, "failures": failures, "per_minute": 60 * in_window / seconds}
 
 
 def _pct(values: list[float]) -> dict[str, float]:
@@ -185,10 +197,17 @@ def _pct(values: list[float]) -> dict[str, float]:
     }
 
 
-def run(repo: Path, label: str, clients: int, seconds: float, evaluation: float) -> dict:
+def run(
+    repo: Path,
+    label: str,
+    clients: int,
+    seconds: float,
+    evaluation: float,
+    options: dict[str, Any] | None = None,
+) -> dict:
     """One server from ``repo`` under the load; latency percentiles per endpoint."""
     with tempfile.TemporaryDirectory() as tmp:
-        served = Served(repo, Path(tmp))
+        served = Served(repo, Path(tmp), options or {})
         try:
             idle = []
             for _ in range(20):
@@ -223,7 +242,8 @@ def run(repo: Path, label: str, clients: int, seconds: float, evaluation: float)
         "idle_healthz": _pct(idle),
         "ask": _pct(load["asks"]),
         "ask_failures": load["failures"],
-        "asks_per_minute": 60 * len(load["asks"]) / wall,
+        "options": options or {},
+        "asks_per_minute": load["per_minute"],
         "probe_failures": probe_failures,
         **{name: _pct(values) for name, values in probes.items()},
     }
@@ -245,7 +265,7 @@ def table(before: dict, after: dict) -> str:
             f"| {name} | {cell(b)} | {cell(a)} | {a['p50'] / b['p50']:.3g} | "
             f"{a['p95'] / b['p95']:.3g} |"
         )
-    for key in ("asks_per_minute",):
+    for key in ("asks_per_minute",):  # asks answered within the window
         lines.append(
             f"| {key} | {before[key]:.1f} | {after[key]:.1f} | {after[key] / before[key]:.3g} | |"
         )
@@ -259,17 +279,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=90.0)
     parser.add_argument("--eval", type=float, default=1.0, help="simulated evaluation seconds")
     parser.add_argument("--out", type=Path, help="append each run as a JSON line to this file")
+    parser.add_argument(
+        "--options", type=json.loads, default={}, help="create_app options (JSON) for 'after'"
+    )
+    parser.add_argument("--skip-baseline", action="store_true", help="only run 'after'")
     args = parser.parse_args(argv)
     results = []
-    for repo, label in ((args.baseline.resolve(), "before"), (ROOT, "after")):
+    runs = [(args.baseline.resolve(), "before", {}), (ROOT, "after", args.options)]
+    for repo, label, options in runs[args.skip_baseline :]:
         print(f"running {label} ({repo}) ...", flush=True)
-        results.append(run(repo, label, args.clients, args.seconds, args.eval))
+        results.append(run(repo, label, args.clients, args.seconds, args.eval, options))
         print(json.dumps(results[-1]), flush=True)
     if args.out is not None:
         with args.out.open("a") as out:
             for r in results:
                 out.write(json.dumps(r) + "\n")
-    print(table(*results))
+    if len(results) == 2:
+        print(table(*results))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
@@ -43,7 +44,7 @@ API = "/api/v1"
 DEFAULT_MAX_BODY = 1024 * 1024
 DEFAULT_BODY_TIMEOUT = 30.0
 DEFAULT_MAX_WAITING_ASKS = 256
-DEFAULT_MAX_ASK_BATCH = 16
+DEFAULT_MAX_ASK_BATCH = s.MAX_ASK  # a round can serve every waiting ask of 64 clients
 
 DESCRIPTION = f"""Asynchronous Bayesian optimization: ask for trials, tell their values.
 
@@ -436,7 +437,14 @@ def create_app(
     except StorageError as exc:
         raise StorageError(f"{exc} (the service needs storage it can write)") from None
     state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.asks.close()  # no new proposal rounds once the server stops
+
     app = FastAPI(
+        lifespan=lifespan,
         title="abo",
         version=abo.__version__,
         description=DESCRIPTION,

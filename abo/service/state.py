@@ -39,7 +39,7 @@ class ServiceState:
         self,
         storage: Storage,
         max_waiting_asks: int = 256,
-        max_ask_batch: int = 16,
+        max_ask_batch: int = 64,
         ask_threads: int = 4,
     ) -> None:
         self.storage = storage
@@ -69,6 +69,14 @@ class ServiceState:
                 f"name: study {name!r} was deleted and created again since this client "
                 "loaded it; load it again to use the new one"
             )
+        return study
+
+    def _cached(self, name: str, created: float | None) -> Study | None:
+        """The cached study when it needs no storage read to hand out, else ``None``."""
+        with self._lock:
+            study = self._studies.get(name)
+        if study is None or (created is not None and study.record.created_at != created):
+            return None
         return study
 
     def forget(self, name: str, study: Study | None = None) -> None:
@@ -108,7 +116,9 @@ class ServiceState:
     ) -> list[Trial]:
         """``count`` trials from the study's next shared proposal round (see ``AskLines``)."""
         for attempt in range(2):
-            study = await run_in_threadpool(self.study, name, created)
+            study = self._cached(name, created)
+            if study is None:  # a storage read: not on the event loop
+                study = await run_in_threadpool(self.study, name, created)
             want = AskWant(count, n_workers, client_id, dict(info))
             try:
                 return await asyncio.wrap_future(self.asks.submit(study, want))
