@@ -1,15 +1,22 @@
-"""Plots of a study: best-so-far convergence (against trials and against wall-clock time)."""
+"""Plots of a study: best-so-far convergence (against trials and wall-clock time), the
+per-worker timeline, and parallel coordinates of parameters against the value."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.cm  # noqa: E402
+import matplotlib.colors  # noqa: E402
 import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.text  # noqa: E402
+from matplotlib.backend_bases import RendererBase  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from abo.trial import Trial, TrialState  # noqa: E402
 
@@ -118,16 +125,43 @@ def timeline(trials: Sequence[Trial], out: str | Path, title: str = "") -> Path:
     return path
 
 
-def parallel(
-    trials: Sequence[Trial], space_json: dict, direction: str, out: str | Path, title: str = ""
-) -> Path:
-    """Write a PNG of parallel coordinates: each done trial a line through its parameters and
-    value, each axis scaled to its parameter's range (log, integer and categorical aware)."""
-    import math
+END_LABEL = "end-label"
+"""``gid`` of the low/high labels at the ends of the parallel-coordinate axes."""
+_ROW_POINTS = 11.0  # the second row of end labels sits this much further out
 
+
+def _fmt(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, int | float) else str(value)
+
+
+def _clip(text: str, width: int = 16) -> str:
+    """``text`` shortened in the middle (names often differ at their ends)."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def _overlaps(texts: Sequence[matplotlib.text.Text], renderer: RendererBase) -> bool:
+    boxes = [t.get_window_extent(renderer) for t in texts if t.get_text()]
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+def parallel_figure(
+    trials: Sequence[Trial], space_json: dict, direction: str, title: str = ""
+) -> Figure:
+    """Parallel coordinates as a figure: each done trial a line through its parameters and
+    value, coloured by the value (a colour bar says which colour is better).
+
+    Every axis runs from its parameter's low (bottom) to its high (top), on a log scale for
+    ``log`` parameters; categorical choices are spread evenly and named beside the axis. The
+    low and high labels sit beyond the ends, neighbouring axes in alternate rows, so they never
+    collide (the figure widens if long labels still would).
+    """
     done = [t for t in trials if t.state is TrialState.DONE and t.value is not None]
     names = list(space_json)
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * (len(names) + 1)), 4.5))
+    columns = names + ["value"]
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.5 * len(columns) + 2.0), 5.0))
 
     def position(name: str, value: object) -> float:
         p = space_json[name]
@@ -135,37 +169,79 @@ def parallel(
             choices = p["choices"]
             return (choices.index(value) + 0.5) / len(choices) if value in choices else 0.5
         lo, hi = float(p["low"]), float(p["high"])
-        if p["type"] == "int":
-            lo, hi = lo - 0.5, hi + 0.5
         f = math.log if p.get("log") else float
         return (f(float(value)) - f(lo)) / (f(hi) - f(lo))  # type: ignore[arg-type]
 
     values = [float(t.value) for t in done]  # type: ignore[arg-type]
     vlo, vhi = (min(values), max(values)) if values else (0.0, 1.0)
     span = vhi - vlo or 1.0
+    # dark is better: the best value takes the dark end of viridis whatever the direction
+    cmap = plt.get_cmap("viridis" if direction == "minimize" else "viridis_r")
+    norm = matplotlib.colors.Normalize(vlo, vlo + span)
     ranked = sorted(done, key=lambda t: t.value, reverse=direction == "minimize")  # best last
-    cmap = plt.get_cmap("viridis_r")  # dark is good
     for t in ranked:
-        norm = (t.value - vlo) / span
-        good = 1.0 - norm if direction == "minimize" else norm
-        ys = [position(n, t.params.get(n)) for n in names] + [norm]
-        ax.plot(range(len(ys)), ys, color=cmap(good), alpha=0.8, lw=1 + good)
-    for i, n in enumerate(names + ["value"]):
-        ax.axvline(i, color="black", lw=0.8)
-        if n == "value":
-            ax.text(i, -0.04, f"{vlo:.3g}", ha="center", va="top", fontsize=8)
-            ax.text(i, 1.04, f"{vhi:.3g}", ha="center", va="bottom", fontsize=8)
-        elif space_json[n]["type"] == "categorical":
-            for c in space_json[n]["choices"]:
-                ax.text(i + 0.03, position(n, c), str(c), fontsize=8, va="center")
-        else:
-            ax.text(i, -0.04, f"{space_json[n]['low']:.3g}", ha="center", va="top", fontsize=8)
-            ax.text(i, 1.04, f"{space_json[n]['high']:.3g}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(names) + 1), names + ["value"])
+        scaled = (float(t.value) - vlo) / span  # type: ignore[arg-type]
+        good = 1.0 - scaled if direction == "minimize" else scaled
+        ys = [position(n, t.params.get(n)) for n in names] + [scaled]
+        ax.plot(range(len(ys)), ys, color=cmap(norm(t.value)), alpha=0.8, lw=1 + good)
+
+    box = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
+    ends: list[matplotlib.text.Text] = []
+    for i, n in enumerate(columns):
+        ax.axvline(i, color="black", lw=0.8, zorder=3)
+        p = space_json.get(n, {"type": "value", "low": vlo, "high": vhi})
+        if p["type"] == "categorical":
+            choices = p["choices"]
+            size = max(5.0, min(8.0, 200.0 / len(choices)))  # ~250 points of axis height
+            every = max(1, math.ceil(len(choices) / 40))
+            for c in choices[::every]:
+                ax.text(
+                    i + 0.04, position(n, c), _clip(str(c)), fontsize=size, va="center",
+                    bbox=box, zorder=4,
+                )  # fmt: skip
+            continue
+        offset = 4.0 + _ROW_POINTS * (i % 2)  # neighbours in alternate rows
+        for y, label, sign, va in ((0.0, p["low"], -1, "top"), (1.0, p["high"], 1, "bottom")):
+            ends.append(
+                ax.annotate(
+                    _fmt(label), (i, y), xytext=(0, sign * offset), textcoords="offset points",
+                    ha="center", va=va, fontsize=8, bbox=box, zorder=4, gid=END_LABEL,
+                    annotation_clip=False,
+                )
+            )  # fmt: skip
+    ticks = [f"{n}\n(log)" if space_json[n].get("log") else n for n in names] + ["value"]
+    ax.set_xticks(range(len(columns)), [_clip(t, 20) for t in ticks], fontsize=9)
+    ax.tick_params(axis="x", length=0, pad=8.0 + _ROW_POINTS + 12.0)  # below both label rows
     ax.set_yticks([])
-    ax.set_ylim(-0.12, 1.12)
-    ax.set_title(f"{title or 'parameters against value'} ({len(done)} done trials; dark is better)")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlim(-0.3, len(columns) - 0.6)
+    for side in ("top", "bottom", "left", "right"):
+        ax.spines[side].set_visible(False)
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, pad=0.02)
+    better = "lower" if direction == "minimize" else "higher"
+    bar.set_label(f"objective value ({direction}: {better} and darker is better)")
+    ax.set_title(f"{title or 'parameters against value'} ({len(done)} done trials)", pad=28)
     fig.tight_layout()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    for _ in range(4):  # long labels that still collide: give every axis more room
+        if not _overlaps(ends, renderer):
+            break
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width * 1.4, height)
+        fig.tight_layout()
+    labels = ax.get_xticklabels()
+    if _overlaps(labels, renderer):  # long parameter names: slant them
+        for label in labels:
+            label.set(rotation=25, ha="right", rotation_mode="anchor")
+        fig.tight_layout()
+    return fig
+
+
+def parallel(
+    trials: Sequence[Trial], space_json: dict, direction: str, out: str | Path, title: str = ""
+) -> Path:
+    """Write a PNG of parallel coordinates (see ``parallel_figure``); return its path."""
+    fig = parallel_figure(trials, space_json, direction, title)
     path = Path(out)
     fig.savefig(path, dpi=100)
     plt.close(fig)

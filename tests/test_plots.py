@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.image as mpimg
+import matplotlib.pyplot as plt
 import numpy as np
+import pytest
 
 import abo
+import abo.space
 from abo import plots
 from abo.trial import Trial, TrialState
 
@@ -76,3 +79,80 @@ def test_parallel_and_convergence(tmp_path: Path) -> None:
     conv = plots.convergence(TRIALS, "minimize", tmp_path / "c.png")
     assert conv.exists()
     assert [b for _, _, b in plots.best_so_far(TRIALS, "minimize")] == [2.0, 2.0, 1.0, 1.0, 0.5]
+
+
+def _luminance(rgba: tuple[float, ...]) -> float:
+    r, g, b = rgba[:3]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _colour_bar(fig) -> object:
+    bars = [a for a in fig.axes if a is not fig.axes[0]]
+    assert len(bars) == 1, fig.axes
+    return bars[0]
+
+
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_parallel_has_a_colour_bar_of_the_value_and_its_direction(direction: str) -> None:
+    fig = plots.parallel_figure(TRIALS, SPACE.to_json(), direction)
+    try:
+        bar = _colour_bar(fig)
+        label = bar.get_ylabel()
+        assert label.startswith("objective value") and direction in label
+        assert ("lower" if direction == "minimize" else "higher") in label
+        lo, hi = bar.get_ylim()
+        assert (lo, hi) == (0.5, 5.0)  # the done trials' values
+        # the best value gets the darkest colour of the bar, the worst the lightest
+        mappable = next(c for c in bar.collections if c.norm.vmin is not None)  # the colours
+        best, worst = (0.5, 5.0) if direction == "minimize" else (5.0, 0.5)
+        dark = _luminance(mappable.cmap(mappable.norm(best)))
+        light = _luminance(mappable.cmap(mappable.norm(worst)))
+        assert dark < 0.2 < 0.8 < light
+    finally:
+        plt.close(fig)
+
+
+def _stress_space() -> abo.Space:
+    params: dict[str, abo.space.Parameter] = {
+        f"warmup_steps_{i}": abo.Float(-1.23456e-05 * (i + 1), 9.87654e04 * (i + 1))
+        for i in range(5)
+    }
+    params["optimizer"] = abo.Categorical([f"optimizer-number-{j}" for j in range(12)])
+    params["n"] = abo.Int(-1234567, 7654321)
+    params["lr"] = abo.Float(1.2345e-7, 0.12345, log=True)
+    params["dropout"] = abo.Float(0.0, 0.5, step=0.1)
+    return abo.Space(params)
+
+
+@pytest.mark.parametrize("which", ["small", "wide labels"])
+def test_parallel_end_labels_never_overlap(which: str) -> None:
+    space = SPACE if which == "small" else _stress_space()
+    trials = TRIALS
+    if which != "small":
+        trials = [
+            Trial(id=i, study="s", params=p, state=TrialState.DONE, value=float(i), info={})
+            for i, p in enumerate(space.sample(20, seed=1))
+        ]
+    fig = plots.parallel_figure(trials, space.to_json(), "minimize")
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ends = fig.findobj(lambda a: a.get_gid() == plots.END_LABEL)
+        numeric = [n for n, p in space.items() if not isinstance(p, abo.Categorical)]
+        assert len(ends) == 2 * (len(numeric) + 1)  # low and high of each axis and the value
+        texts = [*ends, *fig.axes[0].get_xticklabels()]
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        for i, a in enumerate(boxes):
+            for j in range(i + 1, len(boxes)):
+                assert not a.overlaps(boxes[j]), (texts[i].get_text(), texts[j].get_text())
+        shown = {t.get_text() for t in ends}
+        if which == "small":
+            assert {"0", "1", "0.0001", "0.5", "5"} <= shown  # Float, log Float and value ends
+            names = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+            assert names == ["x", "lr\n(log)", "k", "value"]
+            # the categorical axis names its choices instead of low and high
+            assert {"a", "b"} <= {t.get_text() for t in fig.axes[0].texts}
+        else:
+            assert {"-1.23e+06", "7.65e+06", "1.23e-07", "0.123", "0", "0.5"} <= shown
+    finally:
+        plt.close(fig)
