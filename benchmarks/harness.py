@@ -101,8 +101,8 @@ def simulate_run(
 def inference_regret(problem: AnyProblem, X: list[np.ndarray], Y: list[float]) -> float:
     """Regret (true function) of the evaluated point with the best posterior mean.
 
-    For noisy problems the protocol reports what a user would pick from noisy data: one GP
-    (abo's surrogate, noise learned) fitted on every evaluation, the same for all methods.
+    For noisy problems this is what a user would pick from noisy data: one GP (abo's
+    surrogate, noise learned) fitted on every evaluation, the same for all methods.
     """
     import torch
 

@@ -6,10 +6,11 @@ fixes the initial design and the duration stream (the i-th submitted job takes t
 duration), so every method faces the same workers; each method's own randomness is seeded from
 the same seed but is its own.
 
-Protocol (``/work/shared/BENCHMARKS.md``): ``n0 = 2d`` Latin-hypercube points are evaluated for
-free at ``t = 0`` (they count toward the budget, not the time); then all ``k`` workers are
-filled, each proposal seeing the others as busy; whenever evaluations finish (ties together) the
-method is told and proposes one point per free worker until ``budget`` points were submitted.
+The protocol (stated in full in ``docs/benchmarks.md``, "Protocol"): ``n0 = 2d``
+Latin-hypercube points are evaluated for free at ``t = 0`` (they count toward the budget, not
+the time); then all ``k`` workers are filled, each proposal seeing the others as busy; whenever
+evaluations finish (ties together) the method is told and proposes one point per free worker
+until ``budget`` points were submitted.
 
 Example:
     >>> from benchmarks.problems import branin

@@ -1,9 +1,9 @@
-"""The protocol's test problems (noisy ones too) and the named benchmark suites.
+"""The benchmark problems (noisy ones too) and the named benchmark suites.
 
-``benchmarks/problems.py`` holds the noiseless Branin and Hartmann-6; this module adds the rest
-of the protocol's table (``/work/shared/BENCHMARKS.md``) on the same unit-cube footing, plus
-Gaussian observation noise for the noisy variants, and names the grids ``python -m benchmarks
-run`` can run.
+``benchmarks/problems.py`` holds the noiseless Branin and Hartmann-6; this module adds Ackley
+(5-D and 10-D), Levy-5 and Michalewicz-5 on the same unit-cube footing, plus Gaussian
+observation noise for the noisy variants, and names the grids ``python -m benchmarks run`` can
+run (the protocol: ``docs/benchmarks.md``, "Protocol").
 
 Example:
     >>> SUITES["smoke"].budgets["branin"], get_problem("ackley10").dim
@@ -96,7 +96,7 @@ def observe(problem: AnyProblem, x: np.ndarray, rng: np.random.Generator) -> tup
 
 # -- suites ----------------------------------------------------------------------------------
 SMOKE_OPTIONS: dict[str, Any] = {"raw_samples": 256, "num_restarts": 2}
-"""Acquisition effort in the smoke suite (the protocol's cap is 512/4; halved again to fit)."""
+"""Acquisition effort in the smoke suite: half the full suite's 512/4, to keep the suite short."""
 
 
 @dataclass(frozen=True)
