@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-# One intra-op thread, as abo's own commands use (abo.cli.torch_threads): the tests' GPs are
-# small, and two threads on a 2-core machine that also runs Dask workers made them slower.
+# One intra-op thread for the tests' own torch work, as abo uses for its own (abo.threads): the
+# tests' GPs are small, and two threads on a 2-core machine running Dask workers are slower.
 torch.set_num_threads(1)
 
 PG_ADMIN_URL = os.environ.get(

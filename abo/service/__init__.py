@@ -4,14 +4,25 @@ Start it with ``abo serve --storage sqlite:///abo.db``; the dashboard is at ``/`
 OpenAPI schema at ``/openapi.json``.
 """
 
-from abo.service.client import Client, RemoteStudy
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from abo.service.app import create_app
+    from abo.service.client import Client, RemoteStudy
 
 __all__ = ["Client", "RemoteStudy", "create_app"]
 
 
-def __getattr__(name: str):  # noqa: ANN202 - lazy: the client should not import FastAPI
+def __getattr__(name: str) -> Any:
+    """Lazy: the client needs no FastAPI, and ``abo --help`` needs neither (nor httpx)."""
     if name == "create_app":
         from abo.service.app import create_app
 
         return create_app
-    raise AttributeError(name)
+    if name in ("Client", "RemoteStudy"):
+        from abo.service import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'abo.service' has no attribute {name!r}")

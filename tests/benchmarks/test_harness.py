@@ -113,19 +113,16 @@ def test_read_runs_merges_files_without_duplicates(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_abo_bench_runs_the_harness_in_a_subprocess(tmp_path: Path) -> None:
-    import os
+def test_python_m_benchmarks_runs_the_harness_in_a_subprocess(tmp_path: Path) -> None:
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
     out = tmp_path / "one.jsonl"
-    abo_cli = Path(sys.executable).with_name("abo")
-    cmd = [str(abo_cli), "bench", "run", "tiny", "--methods", "random", "--seeds", "1"]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    done = subprocess.run([*cmd, "--out", str(out)], env=env, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "benchmarks", "run", "tiny", "--methods", "random", "--seeds", "1"]
+    done = subprocess.run([*cmd, "--out", str(out)], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["method"] for line in out.read_text().splitlines()] == ["random"]
-    bad = subprocess.run([*cmd, "--out", str(out), "--shard", "3/2"], env=env,
+    bad = subprocess.run([*cmd, "--out", str(out), "--shard", "3/2"], cwd=root,
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and "shard" in bad.stderr
 
