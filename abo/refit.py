@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-import warnings
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,8 +41,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from abo.exceptions import AboWarning, SurrogateFitError
+from abo.exceptions import SurrogateFitError
 from abo.fitproc import FitProcess, FitProcessDied
+from abo.quiet import silenced
 from abo.surrogate import MAX_EXACT, FittedModel, _build, fit_gp, subset
 from abo.threads import torch_threads
 
@@ -268,8 +268,7 @@ class ModelManager:
         self, key: tuple[int, ...], X: Tensor, Y: Tensor, previous: FittedModel | None
     ) -> None:
         try:
-            with warnings.catch_warnings(), torch_threads():
-                warnings.simplefilter("ignore", AboWarning)
+            with silenced(), torch_threads():  # a failed refit keeps the old hypers quietly
                 n_prev = previous.n if previous else None
                 fitted = self._fit(X, Y, previous, n_prev, elsewhere=True)
         except SurrogateFitError:

@@ -49,6 +49,7 @@ from gpytorch.priors import GammaPrior, LogNormalPrior
 from torch import Tensor
 
 from abo.exceptions import AboWarning, SurrogateFitError
+from abo.quiet import silenced
 
 NOISE_FLOOR = 1e-6
 NOISE_MODES = ("auto", "deterministic")
@@ -133,8 +134,7 @@ def subset(X: Tensor, Y: Tensor, m: int = MAX_EXACT, seed: int = 0) -> Tensor:
 def _fit(model: SingleTaskGP) -> float:
     """Maximise the marginal likelihood (with priors); return its value per observation."""
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # BoTorch's own optimisation warnings; we check below
+    with silenced():  # BoTorch's own optimisation notes (thread-safe); the result is checked
         fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 200}})
     ls = model.covar_module.base_kernel.lengthscale
     if not torch.isfinite(ls).all():
