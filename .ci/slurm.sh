@@ -6,7 +6,7 @@
 # waits until the node accepts jobs. Prints `export SLURM_CONF=...` and writes the same line
 # to $STATE/env: CI runs `bash .ci/slurm.sh && . /var/tmp/abo-slurm/env` (tests also find it there).
 #
-# Recipe and measurements: /work/shared/HPC.md (Debian 12, root, no systemd, no cgroups).
+# Recipe: docs/hpc.md, "Testing against a real SLURM" (Debian 12, root, no systemd, no cgroups).
 set -euo pipefail
 
 STATE=${ABO_SLURM_STATE:-/var/tmp/abo-slurm}

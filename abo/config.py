@@ -10,8 +10,10 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
     ``max_staleness``, ``max_exact`` (see ``abo.create_study``), ``lookahead`` (trials proposed
     ahead; see ``abo.loop``).
 ``[space]``
-    one inline table per parameter: ``{type = "float", low = 0, high = 1, log = false}``,
-    ``{type = "int", ...}`` or ``{type = "categorical", choices = [...]}``.
+    one inline table per parameter: ``{type = "float", low = 0, high = 1, log = false}``
+    (add ``step = 0.1`` for the grid ``low + k * step``), ``{type = "int", ...}`` (``step``
+    too) or ``{type = "categorical", choices = [...]}``; an error names the parameter
+    (``space.NAME: ...``).
 ``[objective]``
     either ``function = "module:function"`` (imported with the file's folder on the path) or
     ``command = "{python} train.py --lr {lr}"`` (``{here}`` is the file's folder, ``{python}``

@@ -17,11 +17,6 @@ OUTSIDE = [
 ]
 PATTERN = re.compile("|".join(re.escape(s) for s in OUTSIDE))
 
-# tracked files whose owners have been asked to drop the reference (see the commit message);
-# the test fails as soon as any other file has one, and passes outright once these are fixed
-AWAITING = {".ci/slurm.sh"}
-
-
 def _tracked() -> list[Path]:
     try:
         out = subprocess.run(
@@ -43,9 +38,7 @@ def test_no_tracked_file_refers_to_documents_outside_the_project() -> None:
         hits = [f"{n}: {line.strip()}" for n, line in lines if PATTERN.search(line)]
         if hits:
             offenders[str(path.relative_to(ROOT))] = hits
-    assert set(offenders) <= AWAITING, offenders
-    if offenders:
-        pytest.xfail(f"awaiting their owners: {offenders}")
+    assert not offenders, offenders
 
 
 def test_the_benchmark_protocol_is_stated_in_the_docs() -> None:

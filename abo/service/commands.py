@@ -346,6 +346,14 @@ def serve(
     ] = None,
     max_body_bytes: Annotated[int, typer.Option(help="Larger request bodies get 413.")] = 1 << 20,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    body_timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds a request body may take to arrive (408 after; default 30)."),
+    ] = None,
+    max_waiting_asks: Annotated[
+        int | None,
+        typer.Option(help="Asks that may wait for proposals at once (503 busy after; 256)."),
+    ] = None,
 ) -> None:
     """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/)."""
     from abo.service.auth import TokenSet, check_bind, read_tokens
@@ -361,7 +369,12 @@ def serve(
 
     from abo.service.app import create_app
 
-    app = _run(lambda: create_app(storage, token=tokens, max_body_bytes=max_body_bytes))
+    options: dict[str, Any] = {"max_body_bytes": max_body_bytes}
+    if body_timeout is not None:
+        options["body_timeout"] = body_timeout
+    if max_waiting_asks is not None:
+        options["max_waiting_asks"] = max_waiting_asks
+    app = _run(lambda: create_app(storage, token=tokens, **options))
     auth = f"{len(tokens)} token(s)" if tokens else "no auth (loopback only)"
     shown = f"[{bind_host}]" if ":" in bind_host else bind_host
     err.print(
