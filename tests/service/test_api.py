@@ -468,3 +468,21 @@ def test_delete_study_and_its_users_get_404(api: httpx.Client, study_name: str) 
         assert r.status_code == 404 and r.json()["error"]["code"] == "study_not_found", r.text
     names = [s["name"] for s in api.get("/studies").json()["studies"]]
     assert study_name not in names
+
+
+@pytest.mark.parametrize("path", ["ask", "trials/1/tell"])
+def test_info_cannot_set_abos_own_record(api: httpx.Client, study_name: str, path: str) -> None:
+    """The repro: ``{"info": {"model": "resnet50"}}`` with an ask was stored over abo's GP
+    record, and every later ask of the study failed with a 500, for good."""
+    make_study(api, study_name)
+    if path.startswith("trials"):
+        api.post(f"/studies/{study_name}/ask", json={"count": 1})
+        body: dict = {"value": 1.0, "info": {"model": "resnet50"}}
+    else:
+        body = {"count": 1, "info": {"model": "resnet50"}}
+    r = api.post(f"/studies/{study_name}/{path}", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == "info.model"
+    trials = api.get(f"/studies/{study_name}/trials").json()["trials"]
+    assert all("model" not in t["info"] or isinstance(t["info"]["model"], dict) for t in trials)
+    assert api.post(f"/studies/{study_name}/ask", json={"count": 1}).status_code == 200
