@@ -58,8 +58,9 @@ class Progress:
         if state is TrialState.DONE:
             self.done += 1
             value = trial.value  # type: ignore[attr-defined]
-            better = self.best is None or (
-                value < self.best if self.direction == "minimize" else value > self.best
+            better = value is not None and (
+                self.best is None
+                or (value < self.best if self.direction == "minimize" else value > self.best)
             )
             if better:
                 self.best, self.best_id = value, trial.id  # type: ignore[attr-defined]
@@ -311,8 +312,8 @@ def run(
     except AboError as exc:
         raise _fail(exc) from None
     console.print(result.summary(), highlight=False)
-    best = study.best
-    if best is not None:
+    best = result.best
+    if best is not None and best.value is not None:
         console.print(
             f"best value {best.value:.6g} at trial {best.id}: {best.params}",
             markup=False,

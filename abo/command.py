@@ -6,9 +6,11 @@ shell, so a parameter value can never inject a command: ``"python train.py --opt
 runs in its own working directory holding ``params.json``, ``stdout.txt`` and ``stderr.txt``;
 the parameters are also in the environment as ``ABO_PARAMS`` (JSON) and ``ABO_TRIAL_ID``.
 
-The value is read from the last non-empty line of stdout (a number, or a JSON object with
-``"value"`` and optional metadata), or, with ``result_file``, from a JSON file the command
-writes in its working directory. A non-zero exit fails the trial with the tail of stderr.
+The result is read from the last non-empty line of stdout, or, with ``result_file``, from a
+JSON file the command writes in its working directory: a number (the value of a study's one
+objective), or a JSON object of named outcomes (``{"error": 0.12, "latency_ms": 31}``; in a
+study of one objective ``"value"`` names it too) whose other keys are kept as metadata. A
+non-zero exit fails the trial with the tail of stderr.
 
 Example:
     >>> cmd = Command("python -c 'print({x} ** 2)'", workdir="/tmp/abo-doc")
@@ -51,7 +53,9 @@ def _tail(path: Path, n: int = STDERR_TAIL) -> str:
 
 
 def _parse_value(text: str, source: str) -> dict[str, Any]:
-    """``{"value": float, ...metadata}`` from a number or a JSON object."""
+    """What the command reported: a number (the value of a study's one objective), or a JSON
+    object of named outcomes (and metadata: the study tells them apart, and fails the trial
+    naming a missing or non-finite outcome)."""
     text = text.strip()
     try:
         parsed: Any = json.loads(text)
@@ -59,17 +63,12 @@ def _parse_value(text: str, source: str) -> dict[str, Any]:
         msg = f"{source}: expected a number or a JSON object, got {text[:200]!r}"
         raise TrialFailure(msg) from None
     if isinstance(parsed, Mapping):
-        if "value" not in parsed:
-            raise TrialFailure(f"{source}: the JSON object has no 'value'")
-        out = dict(parsed)
-    else:
-        out = {"value": parsed}
-    if isinstance(out["value"], bool) or not isinstance(out["value"], int | float):
-        raise TrialFailure(f"{source}: value must be a number, got {out['value']!r}")
-    out["value"] = float(out["value"])
-    if not math.isfinite(out["value"]):
-        raise TrialFailure(f"{source}: value must be finite, got {out['value']!r}")
-    return out
+        return {str(k): v for k, v in parsed.items()}
+    if isinstance(parsed, bool) or not isinstance(parsed, int | float):
+        raise TrialFailure(f"{source}: value must be a number, got {parsed!r}")
+    if not math.isfinite(parsed):
+        raise TrialFailure(f"{source}: value must be finite, got {parsed!r}")
+    return {"value": float(parsed)}
 
 
 class Command:

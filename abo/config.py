@@ -3,12 +3,13 @@
 A complete example lives in ``examples/quadratic/study.toml``. Sections:
 
 ``[study]``
-    ``name``, ``storage`` (relative SQLite paths are relative to the file), ``direction``,
-    ``strategy``, ``seed``, ``n_trials`` (the study's total budget of finished trials, so a
-    resumed run completes it), ``max_retries``, ``lease_seconds``, ``noise``, ``n_initial``,
-    ``trial_timeout`` (seconds), ``strategy_options`` (a table), ``refit``,
-    ``max_staleness``, ``max_exact`` (see ``abo.create_study``), ``lookahead`` (trials proposed
-    ahead; see ``abo.loop``).
+    ``name``, ``storage`` (relative SQLite paths are relative to the file), ``n_trials`` (the
+    study's total budget of finished trials, so a resumed run completes it), ``trial_timeout``
+    (seconds), ``lookahead`` (trials proposed ahead; see ``abo.loop``), and every option of
+    ``abo.create_study`` (``abo.spec.CREATE_OPTIONS``): ``direction``, ``strategy``, ``seed``,
+    ``outcomes`` (a table of name to ``"minimize"``/``"maximize"``, e.g. ``[study.outcomes]``
+    ``error = "minimize"``), ``max_retries``, ``lease_seconds``, ``noise``, ``n_initial``,
+    ``strategy_options`` (a table), ``refit``, ``max_staleness``, ``max_exact``.
 ``[space]``
     one inline table per parameter: ``{type = "float", low = 0, high = 1, log = false}``
     (add ``step = 0.1`` for the grid ``low + k * step``), ``{type = "int", ...}`` (``step``
@@ -46,11 +47,14 @@ if TYPE_CHECKING:
 
 BATCH_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor")
 EXECUTOR_KINDS = ("local", "address", "threads", *BATCH_SYSTEMS)
-_STUDY_KEYS = {
-    "name", "storage", "direction", "strategy", "seed", "n_trials", "max_retries",
-    "lease_seconds", "noise", "n_initial", "trial_timeout", "strategy_options",
-    "refit", "max_staleness", "max_exact", "lookahead",
-}  # fmt: skip
+# what a run needs beside the study's own options (which are abo.spec's CREATE_OPTIONS)
+RUN_KEYS = ("name", "storage", "n_trials", "trial_timeout", "lookahead")
+
+
+def _study_keys() -> set[str]:
+    from abo.spec import CREATE_OPTIONS
+
+    return {*RUN_KEYS, "strategy", *CREATE_OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -92,11 +96,10 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(study, dict):
         raise ConfigError(f"file.study: expected a [study] table in {path}")
     study = dict(study)
-    unknown = sorted(set(study) - _STUDY_KEYS)
+    known = _study_keys()
+    unknown = sorted(set(study) - known)
     if unknown:
-        raise ConfigError(
-            f"study.{unknown[0]}: unknown key (known: {', '.join(sorted(_STUDY_KEYS))})"
-        )
+        raise ConfigError(f"study.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
     storage = study.get("storage")
     if (
         isinstance(storage, str)

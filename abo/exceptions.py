@@ -12,6 +12,7 @@
     ├── UnknownStrategyError    a strategy name that is not registered (lists the valid ones)
     ├── StorageError            the storage cannot be opened or written (retry or fix the URL)
     ├── SurrogateFitError       the GP could not be fitted (abo falls back and warns instead)
+    ├── StrategyError           the strategy raised while proposing (a bug: its cause is kept)
     ├── TrialFailure            raised by an objective to fail its trial on purpose
     ├── FailureRateExceeded     optimize stopped: most evaluations keep failing
     └── ConfigError             a study file for ``abo run`` is incomplete or wrong
@@ -83,6 +84,10 @@ class StorageError(AboError):
 
 class SurrogateFitError(AboError):
     """The Gaussian process could not be fitted to the data."""
+
+
+class StrategyError(AboError):
+    """The strategy raised while proposing; ``__cause__`` is its exception."""
 
 
 class TrialFailure(AboError):

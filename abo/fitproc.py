@@ -131,8 +131,7 @@ def _serve(inp: BinaryIO, out: BinaryIO) -> None:
     """The child's loop: one reply per request until stdin closes."""
     import torch
 
-    from abo.refit import condition, export_hypers
-    from abo.surrogate import fit_gp
+    from abo.surrogate import condition, export_hypers, fit_gp
 
     while True:
         try:

@@ -56,11 +56,11 @@ from abo.exceptions import (
     TrialStateError,
 )
 from abo.executors.base import Executor, Future, LostEvaluation
-from abo.study import check_value
+from abo.outcomes import check_values, split_result
 from abo.trial import Trial, TrialState
 
 if TYPE_CHECKING:
-    from abo.study import Study
+    from abo.protocol import StudyLike as Study
 
 log = logging.getLogger("abo")
 
@@ -83,13 +83,8 @@ def evaluate(
         else:
             out = objective(dict(params))
         if isinstance(out, Mapping):
-            if "value" not in out:
-                raise InvalidValueError("value: the objective returned a dict without 'value'")
-            user = {str(k): v for k, v in out.items() if k != "value"}
-            out = out["value"]
-        else:
-            user = {}
-        report.update(status="ok", value=out, user=user)
+            out = {str(k): v for k, v in out.items()}  # outcomes and metadata, split by the driver
+        report.update(status="ok", value=out)
     except TrialFailure as exc:
         report.update(
             status="lost" if exc.retryable else "failed",
@@ -128,7 +123,11 @@ class OptimizeResult:
         return min(1.0, self.busy_seconds / (self.n_workers * self.elapsed))
 
     def summary(self) -> str:
-        best = "none" if self.best is None else f"{self.best.value:.6g} (trial {self.best.id})"
+        best = (
+            "none"
+            if self.best is None or self.best.value is None
+            else f"{self.best.value:.6g} (trial {self.best.id})"
+        )
         stopped = f" (stopped: {self.stopped})" if self.stopped else ""
         return (
             f"{self.n_done} done, {self.n_failed} failed, {self.n_lost} lost in "
@@ -185,16 +184,16 @@ class _Stop:
         self.deadline: float | None = None
         self.hard = False
 
-    def request(self, reason: str, grace: float) -> None:
+    def request(self, reason: str, grace: float, now: float | None = None) -> None:
         if self.reason is None:
             self.reason = reason
-            self.deadline = time.time() + grace
+            self.deadline = (time.time() if now is None else now) + grace
         else:
             self.hard = True
 
 
 @contextmanager
-def _signals(stop: _Stop, grace: float) -> Iterator[None]:
+def _signals(stop: _Stop, grace: float, clock: Callable[[], float]) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -205,7 +204,7 @@ def _signals(stop: _Stop, grace: float) -> Iterator[None]:
             stop.hard = True
             return
         log.warning("%s: no new trials; waiting up to %.0f s for running ones", name, grace)
-        stop.request(name, grace)
+        stop.request(name, grace, clock())
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -299,7 +298,7 @@ class _Asker:
 
 def _record(study: Study, trial: Trial, report: dict[str, Any], result: OptimizeResult) -> Trial:
     """Tell, fail or lose the trial from a worker's report; return the stored trial."""
-    info = {k: report[k] for k in ("worker", "started", "finished") if k in report}
+    info: dict[str, Any] = {k: report[k] for k in ("worker", "started", "finished") if k in report}
     if "started" in report and "finished" in report:
         info["eval_seconds"] = report["finished"] - report["started"]
         result.busy_seconds += info["eval_seconds"]
@@ -307,12 +306,14 @@ def _record(study: Study, trial: Trial, report: dict[str, Any], result: Optimize
     status = report["status"]
     try:
         if status == "ok":
+            value, metadata = split_result(report["value"], study.outcomes)
+            user = metadata or None
             try:
-                value = check_value(report["value"])
+                values = check_values(value, study.outcomes)
             except InvalidValueError as exc:
                 reason = f"invalid value: {exc}"
                 return study.fail(trial.id, reason=reason, metadata=user, info=info)
-            return study.tell(trial.id, value, user, info=info)
+            return study.tell(trial.id, values, user, info=info)
         if status == "lost":
             return study.lose(trial.id, report.get("reason", "lost"))
         if report.get("traceback"):
@@ -337,6 +338,7 @@ def run(
     guard: FailureGuard | None = FailureGuard(),
     grace: float = 30.0,
     lookahead: int = 0,
+    clock: Callable[[], float] = time.time,
 ) -> OptimizeResult:
     """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``).
 
@@ -369,7 +371,7 @@ def run(
     # head of the queue (the first ``workers``: taken as running) or None while queued
     inflight: dict[Future, tuple[Trial, float | None]] = {}
     stop = _Stop()
-    start = time.time()
+    start = clock()
     last_beat = start
     finished = 0
     reclaimed = reclaim_orphans(study)
@@ -382,7 +384,7 @@ def run(
             future = _submit(executor, study, objective, trial)
             inflight[future] = (trial, None)
             result.trial_ids.append(trial.id)
-        _start_clocks(inflight, workers)
+        _start_clocks(inflight, workers, clock())
 
     def withdraw_queued() -> None:
         """On stop: queued evaluations never start; a resume re-queues their trials."""
@@ -399,11 +401,11 @@ def run(
     try:
         if lookahead:
             asker = _Asker(study, workers, lookahead, n_trials, {"driver": tag})
-        with _signals(stop, grace):
+        with _signals(stop, grace, clock):
             while True:
-                now = time.time()
+                now = clock()
                 if timeout is not None and now - start > timeout and stop.reason is None:
-                    stop.request("timeout", grace)
+                    stop.request("timeout", grace, clock())
                 want = min(capacity - len(inflight), n_trials - finished - len(inflight))
                 if asker is not None and stop.reason is not None:
                     asker.halt()
@@ -421,7 +423,7 @@ def run(
                         break
                     asker.wait_ready(0.5)  # nothing running yet: wait for the first proposals
                     continue
-                if stop.hard or (stop.deadline is not None and time.time() > stop.deadline):
+                if stop.hard or (stop.deadline is not None and clock() > stop.deadline):
                     break
                 # with free workers and proposals on their way, look again soon
                 poll = 0.02 if asker is not None and want > 0 else 0.5
@@ -432,13 +434,13 @@ def run(
                     left = n_trials - finished - len(done) - len(inflight)
                     free = min(capacity - len(inflight), left)
                     launch(asker.take(free, len(inflight), finished + len(done)))
-                _start_clocks(inflight, workers)
+                _start_clocks(inflight, workers, clock())
                 for future, trial in done:
                     stored = _record(study, trial, _outcome(executor, future, trial), result)
                     finished += _count(study, stored, result, callback)
                 if trial_timeout is not None:
                     for future, (trial, started) in list(inflight.items()):
-                        if started is not None and time.time() - started > trial_timeout:
+                        if started is not None and clock() - started > trial_timeout:
                             del inflight[future]
                             executor.cancel(future)
                             try:
@@ -448,16 +450,16 @@ def run(
                             finished += _count(study, stored, result, callback)
                 if guard is not None and stop.reason is None:
                     if guard.tripped(result.n_done, result.n_failed):
-                        stop.request("failure rate", grace)
-                if time.time() - last_beat > heartbeat_every:
-                    last_beat = time.time()
+                        stop.request("failure rate", grace, clock())
+                if clock() - last_beat > heartbeat_every:
+                    last_beat = clock()
                     for trial, _ in inflight.values():
                         try:
                             study.heartbeat(trial.id)
                         except AboError:
                             pass
     finally:
-        result.elapsed = time.time() - start
+        result.elapsed = clock() - start
         for trial in asker.close() if asker is not None else []:
             try:  # asked ahead but never submitted: a resume re-queues it
                 stored = study.lose(trial.id, "driver stopped before the trial was submitted")
@@ -474,7 +476,7 @@ def run(
         if own:
             executor.close()
     result.stopped = stop.reason
-    result.best = study.best
+    result.best = study.best if study.direction != "multi" else None  # no single best
     log.info("%s", result.summary())
     if stop.reason == "failure rate" and guard is not None:
         exc = FailureRateExceeded(
@@ -487,9 +489,10 @@ def run(
     return result
 
 
-def _start_clocks(inflight: dict[Future, tuple[Trial, float | None]], workers: int) -> None:
+def _start_clocks(
+    inflight: dict[Future, tuple[Trial, float | None]], workers: int, now: float
+) -> None:
     """Start the timeout clock of the first ``workers`` evaluations (the ones taken as running)."""
-    now = time.time()
     for future in list(inflight)[:workers]:
         trial, started = inflight[future]
         if started is None:

@@ -172,18 +172,22 @@ def parallel_figure(
         f = math.log if p.get("log") else float
         return (f(float(value)) - f(lo)) / (f(hi) - f(lo))  # type: ignore[arg-type]
 
-    values = [float(t.value) for t in done]  # type: ignore[arg-type]
+    def value_of(t: Trial) -> float:
+        assert t.value is not None  # ``done`` holds only trials with a value
+        return t.value
+
+    values = [float(value_of(t)) for t in done]
     vlo, vhi = (min(values), max(values)) if values else (0.0, 1.0)
     span = vhi - vlo or 1.0
     # dark is better: the best value takes the dark end of viridis whatever the direction
     cmap = plt.get_cmap("viridis" if direction == "minimize" else "viridis_r")
     norm = matplotlib.colors.Normalize(vlo, vlo + span)
-    ranked = sorted(done, key=lambda t: t.value, reverse=direction == "minimize")  # best last
+    ranked = sorted(done, key=value_of, reverse=direction == "minimize")  # best last
     for t in ranked:
-        scaled = (float(t.value) - vlo) / span  # type: ignore[arg-type]
+        scaled = (float(value_of(t)) - vlo) / span
         good = 1.0 - scaled if direction == "minimize" else scaled
         ys = [position(n, t.params.get(n)) for n in names] + [scaled]
-        ax.plot(range(len(ys)), ys, color=cmap(norm(t.value)), alpha=0.8, lw=1 + good)
+        ax.plot(range(len(ys)), ys, color=cmap(norm(value_of(t))), alpha=0.8, lw=1 + good)
 
     box = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
     ends: list[matplotlib.text.Text] = []

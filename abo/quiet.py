@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from re import Match
+from typing import Any, cast
 
 _local = threading.local()
 _install_lock = threading.Lock()
@@ -40,13 +41,13 @@ _FILTER = ("ignore", _OnThisThread(), Warning, None, 0)
 
 def _install() -> None:
     """Put the filter first (later filters go in front of older ones and would win)."""
-    filters = warnings.filters
+    filters = cast(list[Any], warnings.filters)  # a list at runtime; typeshed says Sequence
     if filters and filters[0] is _FILTER:
         return
     with _install_lock:
         while _FILTER in filters:
             filters.remove(_FILTER)
-        filters.insert(0, _FILTER)  # type: ignore[arg-type]
+        filters.insert(0, _FILTER)
         mutated = getattr(warnings, "_filters_mutated", None)
         if mutated is not None:
             mutated()

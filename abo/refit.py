@@ -44,10 +44,10 @@ from torch import Tensor
 from abo.exceptions import SurrogateFitError
 from abo.fitproc import FitProcess, FitProcessDied
 from abo.quiet import silenced
-from abo.surrogate import MAX_EXACT, FittedModel, _build, fit_gp, subset
+from abo.spec import REFIT_MODES
+from abo.surrogate import MAX_EXACT, FittedModel, condition, export_hypers, fit_gp, subset
 from abo.threads import torch_threads
 
-REFIT_MODES = ("sync", "background", "full")
 FULL_REFIT_GROWTH = 1.2  # a full multi-start refit each time the data grow by this factor
 
 
@@ -65,30 +65,9 @@ def full_refit_due(n_prev: int | None, n: int) -> bool:
     return math.floor(math.log(n) / growth) > math.floor(math.log(n_prev) / growth)
 
 
-def export_hypers(model: Any) -> dict[str, list[float]]:
-    """The learned raw hyperparameters of a GP as plain lists (exact through JSON)."""
-    return {
-        name: [float(v) for v in param.detach().reshape(-1).tolist()]
-        for name, param in model.named_parameters()
-        if param.requires_grad
-    }
-
-
 def data_key(key: tuple[int, ...]) -> str:
     """A short digest of the observed trial ids (what a fit saw)."""
     return hashlib.sha1(",".join(map(str, key)).encode()).hexdigest()[:16]
-
-
-def condition(X: Tensor, Y: Tensor, noise: str, hypers: Mapping[str, list[float]]) -> FittedModel:
-    """A GP on ``X, Y`` with the given hyperparameters, not re-optimised (cheap)."""
-    model = _build(X.to(torch.double), Y.to(torch.double), noise)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            values = hypers.get(name)
-            if param.requires_grad and values is not None and len(values) == param.numel():
-                param.copy_(torch.tensor(values, dtype=param.dtype).reshape(param.shape))
-    model.eval()
-    return FittedModel(model=model, n=X.shape[0], warm=True)
 
 
 @dataclass
@@ -250,7 +229,7 @@ class ModelManager:
         hypers = export_hypers(latest.fitted.model)
         conditioned = self._condition(X, Y, hypers)
         # same hyperparameters: per-model caches (PLAyBOOK's Lipschitz constants) may be shared
-        conditioned.model.abo_hypers_of = weakref.ref(latest.fitted.model)
+        setattr(conditioned.model, "abo_hypers_of", weakref.ref(latest.fitted.model))  # noqa: B010
         return conditioned, latest.fitted.n
 
     def _start_refit(self, key: tuple[int, ...], X: Tensor, Y: Tensor) -> None:

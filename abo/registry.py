@@ -1,5 +1,8 @@
 """Name → strategy, filled by a decorator so the service and third parties can add their own.
 
+The decorator and the table live beside the Strategy protocol (``abo.acquisitions.base``);
+this module looks names up, loading the built-in strategies first.
+
 Example:
     >>> from abo.registry import strategies
     >>> "random" in strategies()
@@ -8,32 +11,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+from abo.acquisitions.base import REGISTRY, register_strategy
 from abo.exceptions import UnknownStrategyError
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class _Entry:
-    factory: Callable[..., Any]
-    description: str
-
-
-_STRATEGIES: dict[str, _Entry] = {}
-
-
-def register_strategy(name: str, description: str) -> Callable[[T], T]:
-    """Class decorator: make a strategy buildable by ``name``."""
-
-    def wrap(factory: T) -> T:
-        _STRATEGIES[name] = _Entry(factory, description)  # type: ignore[arg-type]
-        return factory
-
-    return wrap
+__all__ = ["check_strategy", "make_strategy", "register_strategy", "strategies"]
 
 
 def _load_builtins() -> None:
@@ -43,15 +26,15 @@ def _load_builtins() -> None:
 def strategies() -> dict[str, str]:
     """Every registered strategy name with a one-line description."""
     _load_builtins()
-    return {name: e.description for name, e in sorted(_STRATEGIES.items())}
+    return {name: e.description for name, e in sorted(REGISTRY.items())}
 
 
 def check_strategy(name: str) -> str:
     """``name`` if it is registered, else ``UnknownStrategyError`` listing the valid names."""
     _load_builtins()
-    if not isinstance(name, str) or name not in _STRATEGIES:
+    if not isinstance(name, str) or name not in REGISTRY:
         raise UnknownStrategyError(
-            f"strategy: unknown strategy {name!r}; choose one of {', '.join(sorted(_STRATEGIES))}"
+            f"strategy: unknown strategy {name!r}; choose one of {', '.join(sorted(REGISTRY))}"
         )
     return name
 
@@ -60,6 +43,6 @@ def make_strategy(name: str, **options: Any) -> Any:
     """Build the strategy called ``name`` with its options."""
     check_strategy(name)
     try:
-        return _STRATEGIES[name].factory(**options)
+        return REGISTRY[name].factory(**options)
     except TypeError as exc:
         raise UnknownStrategyError(f"strategy_options: {name} does not accept them: {exc}") from exc

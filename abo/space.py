@@ -31,7 +31,7 @@ import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from abo.exceptions import SearchSpaceError
 
@@ -161,7 +161,7 @@ class Float:
 
     def _check_step(self) -> None:
         step = self.step
-        if not _is_real(step) or not _is_finite(step) or not step > 0:
+        if step is None or not _is_real(step) or not _is_finite(step) or not step > 0:
             raise SearchSpaceError(
                 f"Float: step must be a positive finite number, got {_show(step)}"
             )
@@ -374,7 +374,7 @@ class Categorical:
                 raise SearchSpaceError(
                     f"Categorical: choices must be str, int, float or bool, got {c!r}"
                 )
-            if _kind(c) == "float" and not math.isfinite(c):
+            if _kind(c) == "float" and not math.isfinite(cast(float, c)):  # a real, per _kind
                 raise SearchSpaceError(f"Categorical: choices must be finite, got {c!r}")
         choices = tuple(_plain(c) for c in choices)
         keys = [(type(c), c) for c in choices]

@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from botorch.fit import fit_gpytorch_mll
@@ -50,10 +52,9 @@ from torch import Tensor
 
 from abo.exceptions import AboWarning, SurrogateFitError
 from abo.quiet import silenced
+from abo.spec import MAX_EXACT, NOISE_MODES  # observations above which the GP sees a subset
 
 NOISE_FLOOR = 1e-6
-NOISE_MODES = ("auto", "deterministic")
-MAX_EXACT = 500  # observations above which the GP sees a subset (see ``subset``)
 
 
 @dataclass(frozen=True)
@@ -223,3 +224,24 @@ def fit_gp(
         )
         return FittedModel(model=model, n=X.shape[0], warm=True)
     raise SurrogateFitError(f"GP fit failed: {'; '.join(errors)}")
+
+
+def export_hypers(model: Any) -> dict[str, list[float]]:
+    """The learned raw hyperparameters of a GP as plain lists (exact through JSON)."""
+    return {
+        name: [float(v) for v in param.detach().reshape(-1).tolist()]
+        for name, param in model.named_parameters()
+        if param.requires_grad
+    }
+
+
+def condition(X: Tensor, Y: Tensor, noise: str, hypers: Mapping[str, list[float]]) -> FittedModel:
+    """A GP on ``X, Y`` with the given hyperparameters, not re-optimised (cheap)."""
+    model = _build(X.to(torch.double), Y.to(torch.double), noise)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            values = hypers.get(name)
+            if param.requires_grad and values is not None and len(values) == param.numel():
+                param.copy_(torch.tensor(values, dtype=param.dtype).reshape(param.shape))
+    model.eval()
+    return FittedModel(model=model, n=X.shape[0], warm=True)

@@ -7,16 +7,18 @@
        └──lease/worker/driver lost──▶ lost   the infrastructure did; parameters re-queued
 
 ``done``, ``failed`` and ``lost`` are final. A lost trial is not evidence about the objective:
-its parameters come back as a new trial whose ``retry_of`` names it.
+its parameters come back as a new trial whose ``retry_of`` names it. Which moves are allowed,
+and what a repeat does, is decided in ``abo.lifecycle``.
 """
 
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from abo.exceptions import TrialStateError
 from abo.space import ParamValue
 
 
@@ -36,10 +38,119 @@ class TrialState(enum.StrEnum):
         return self is not TrialState.RUNNING
 
 
-def check_transition(trial_id: int, old: TrialState, new: TrialState) -> None:
-    """Raise ``TrialStateError`` unless ``old -> new`` is allowed (only running moves)."""
-    if old is not TrialState.RUNNING or new is TrialState.RUNNING:
-        raise TrialStateError(f"trial {trial_id}: cannot move from {old} to {new}")
+@dataclass(frozen=True)
+class ModelRecord:
+    """The GP hyperparameters a proposal used, so any process can continue from them.
+
+    Attributes:
+        hypers: raw hyperparameters by parameter name (exact through JSON).
+        key: a digest of the observed trial ids the hyperparameters were fitted on.
+        n: how many observations the fit saw.
+    """
+
+    hypers: dict[str, list[float]]
+    key: str
+    n: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "hypers": {k: list(v) for k, v in self.hypers.items()},
+            "key": self.key,
+            "n": self.n,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> ModelRecord | None:
+        """The record, or ``None`` when ``data`` is not a well-formed one (never raises)."""
+        if not isinstance(data, Mapping):
+            return None
+        hypers, key, n = data.get("hypers"), data.get("key"), data.get("n")
+        if not (isinstance(hypers, Mapping) and isinstance(key, str)):
+            return None
+        if isinstance(n, bool) or not isinstance(n, int):
+            return None
+        clean: dict[str, list[float]] = {}
+        for name, values in hypers.items():
+            if not isinstance(values, list) or not all(_finite(v) for v in values):
+                return None
+            clean[str(name)] = [float(v) for v in values]
+        return cls(clean, key, n)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+@dataclass(frozen=True)
+class ProposalRecord:
+    """How a trial's parameters were chosen: abo's own record, apart from the caller's ``info``.
+
+    Attributes:
+        strategy: ``"sobol"`` (initial design), ``"enqueued"``, ``"added"``, ``"retry"``, or the
+            strategy's name (``"random"`` with ``fallback`` when the model could not be had).
+        arm: the arm of a portfolio-like strategy (AEGiS), if any.
+        seconds: proposal time per point; ``fit_seconds``: of which fitting the GP.
+        n_observations: observations the model saw; ``gp_points``: of which the GP was fitted
+            on (fewer above ``max_exact``); ``fit_observations``: what its hyperparameters saw.
+        model: the GP's hyperparameters (``ModelRecord``), read back by the next proposal.
+        deduplicated: the strategy's point repeated one the study had; a random one replaced it.
+        fallback: the strategy could not propose (no model) and random points were used.
+        details: anything else the strategy reported (e.g. UCB's ``beta``).
+    """
+
+    strategy: str
+    arm: str | None = None
+    seconds: float | None = None
+    fit_seconds: float | None = None
+    n_observations: int | None = None
+    gp_points: int | None = None
+    fit_observations: int | None = None
+    model: ModelRecord | None = None
+    deduplicated: bool = False
+    fallback: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    _KEYS = (
+        "strategy", "arm", "seconds", "fit_seconds", "n_observations", "gp_points",
+        "fit_observations", "model", "deduplicated", "fallback",
+    )  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"strategy": self.strategy}
+        for key in self._KEYS[1:]:
+            value = getattr(self, key)
+            if value is None or value is False:
+                continue
+            out[key] = value.to_json() if isinstance(value, ModelRecord) else value
+        if self.details:
+            out["details"] = dict(self.details)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> ProposalRecord | None:
+        """The record ``to_json`` wrote (or an older release's info keys); ``None`` if none."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("strategy"), str):
+            return None
+        details = dict(data.get("details") or {})
+        details.update({k: v for k, v in data.items() if k not in cls._KEYS and k != "details"})
+        seconds = data.get("seconds", data.get("proposal_seconds"))
+        return cls(
+            strategy=data["strategy"],
+            arm=data.get("arm") if isinstance(data.get("arm"), str) else None,
+            seconds=float(seconds) if _finite(seconds) else None,
+            fit_seconds=float(data["fit_seconds"]) if _finite(data.get("fit_seconds")) else None,
+            n_observations=_int(data.get("n_observations")),
+            gp_points=_int(data.get("gp_points")),
+            fit_observations=_int(data.get("fit_observations")),
+            model=ModelRecord.from_json(data.get("model")),
+            deduplicated=data.get("deduplicated") is True,
+            fallback=data.get("fallback") is True,
+            details=details,
+        )
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 @dataclass(frozen=True)
@@ -50,12 +161,15 @@ class Trial:
         id: the trial's number in its study (1, 2, ...), assigned by the storage.
         params: decoded parameter values (ints are ``int``, categoricals one of the choices).
         state: ``running``, ``done``, ``failed`` or ``lost``.
-        value: the objective value once ``done`` (as told, not sign-flipped).
+        value: the objective's value once ``done`` (as told, not sign-flipped), in a study of
+            one objective; ``None`` in a study of several (see ``values``).
+        values: every outcome's value by name once ``done`` (``{}`` before).
         reason: why the trial failed or was lost.
         retry_of: id of the lost trial whose parameters this one retries.
         attempt: 0 for a first evaluation, 1 for its first retry, ...
-        info: abo's own record: strategy, arm, proposal seconds, worker, timings.
-        user: metadata the objective returned beside its value.
+        proposal: how its parameters were chosen (``ProposalRecord``): abo's own record.
+        info: the caller's and the loop's bookkeeping: driver, worker, timings, client id.
+        user: metadata the objective returned beside its outcomes.
         created_at, finished_at: seconds since the epoch.
         lease_expires_at: when a running trial without a heartbeat is declared lost.
 
@@ -73,6 +187,8 @@ class Trial:
     reason: str | None = None
     retry_of: int | None = None
     attempt: int = 0
+    values: dict[str, float] = field(default_factory=dict)
+    proposal: ProposalRecord | None = None
     info: dict[str, Any] = field(default_factory=dict)
     user: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
@@ -97,6 +213,8 @@ class Trial:
             "reason": self.reason,
             "retry_of": self.retry_of,
             "attempt": self.attempt,
+            "values": dict(self.values),
+            "proposal": self.proposal.to_json() if self.proposal is not None else None,
             "info": dict(self.info),
             "user": dict(self.user),
             "created_at": self.created_at,

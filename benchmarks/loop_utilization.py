@@ -53,7 +53,7 @@ def waiting_worker_seconds(trials: Sequence[Any], workers: int, steps: int = 20_
     calls: dict[float, float] = {}
     for t in trials:
         calls[t.created_at] = calls.get(t.created_at, 0.0) + float(
-            t.info.get("proposal_seconds", 0.0)
+            (t.proposal.seconds or 0.0) if t.proposal else 0.0
         )
     if not calls:
         return 0.0
@@ -141,7 +141,7 @@ def measure(
         if len(finishes) >= n_at
         else float("nan")
     )
-    proposing = sum(float(t.info.get("proposal_seconds", 0.0)) for t in trials)
+    proposing = sum(float(t.proposal.seconds or 0.0) for t in trials if t.proposal)
     late = window_utilization(trials, result.n_workers, *late_window(trials))
     capacity = result.n_workers * result.elapsed
     return {

@@ -37,8 +37,7 @@ from gpytorch.mlls import VariationalELBO
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from abo.refit import condition, export_hypers
-from abo.surrogate import fit_gp, subset
+from abo.surrogate import condition, export_hypers, fit_gp, subset
 
 DIM = 6
 PROBLEM = Hartmann(dim=DIM)

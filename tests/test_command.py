@@ -77,7 +77,6 @@ def test_timeout_kills_the_command(tmp_path: Path) -> None:
     [
         ("", "printed nothing"),
         ("not-a-number", "expected a number"),
-        ('{"v": 1}', "no 'value'"),
         ("NaN", "finite"),
     ],
 )
@@ -94,3 +93,25 @@ def test_template_errors_name_the_placeholder(tmp_path: Path) -> None:
         Command("   ")
     with pytest.raises(AboError, match="timeout"):
         Command("echo 1", timeout=-1)
+
+
+def test_named_outcomes_from_a_command_and_a_missing_one_fails_its_trial(tmp_path: Path) -> None:
+    import abo
+    from abo.executors import ThreadExecutor
+
+    space = abo.Space({"x": abo.Float(0.0, 1.0)})
+    study = abo.create_study(
+        space, outcomes={"error": "minimize", "cost": "minimize"}, strategy="random", seed=0
+    )
+    printed = 'import json; print(json.dumps({"error": 0.5, "cost": 3, "note": "fine"}))'
+    cmd = Command(_script(tmp_path, printed), workdir=tmp_path / "runs")
+    with ThreadExecutor(1) as executor:
+        study.optimize(cmd, n_trials=1, executor=executor)
+        (t,) = study.trials
+        assert t.state is abo.TrialState.DONE and t.values == {"error": 0.5, "cost": 3.0}
+        assert t.user["note"] == "fine" and "stdout" in t.user  # the rest is metadata
+        half = 'import json; print(json.dumps({"error": 0.5, "note": "no cost"}))'
+        cmd = Command(_script(tmp_path, half), workdir=tmp_path / "runs2")
+        study.optimize(cmd, n_trials=1, executor=executor, guard=None)
+    failed = study.trials[-1]
+    assert failed.state is abo.TrialState.FAILED and "value.cost: missing" in failed.reason

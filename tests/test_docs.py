@@ -17,6 +17,7 @@ OUTSIDE = [
 ]
 PATTERN = re.compile("|".join(re.escape(s) for s in OUTSIDE))
 
+
 def _tracked() -> list[Path]:
     try:
         out = subprocess.run(

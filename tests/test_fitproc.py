@@ -10,8 +10,7 @@ import torch
 
 from abo.exceptions import SurrogateFitError
 from abo.fitproc import FitProcess
-from abo.refit import export_hypers
-from abo.surrogate import fit_gp
+from abo.surrogate import export_hypers, fit_gp
 
 pytestmark = pytest.mark.slow
 

@@ -97,20 +97,48 @@ def test_failure_rate_guard_stops_the_study() -> None:
     assert all(t.state is not TrialState.RUNNING for t in study.trials)
 
 
+class _Clock:
+    """The loop's clock, moved by hand (timeouts without waiting for them); counts reads."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+        self.reads = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            self.reads += 1
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
 def test_trial_timeout_fails_with_reason_timeout() -> None:
-    def objective(p: dict) -> float:
-        time.sleep(2.0 if p["k"] == "a" else 0.01)
+    clock = _Clock()
+    study = _study()
+
+    def objective(p: dict, trial: dict) -> float:
+        if p["k"] == "a":  # a slow evaluation: an hour of the loop's time passes...
+            seen = clock.reads
+            while clock.reads < seen + 3:  # ...once the loop has started its timeout clock
+                time.sleep(0.001)
+            clock.advance(3600.0)
+            while study.trial(trial["id"]).state is TrialState.RUNNING:
+                time.sleep(0.005)  # the loop times it out; then this thread may end
         return p["x"]
 
-    study = _study()
-    # threads cannot be killed: spare ones let new trials start while timed-out ones run out
-    with ThreadExecutor(8) as ex:
+    objective.accepts_trial = True  # type: ignore[attr-defined]
+    with ThreadExecutor(8) as ex:  # threads cannot be killed: spare ones run the next trials
         result = study.optimize(
-            objective, n_trials=6, n_workers=2, executor=ex, trial_timeout=0.5, guard=None
-        )
+            objective, n_trials=6, n_workers=1, executor=ex, trial_timeout=60.0,
+            guard=None, clock=clock,
+        )  # fmt: skip
     timed_out = [t for t in study.trials if t.reason == "timeout"]
     assert timed_out and all(t.params["k"] == "a" for t in timed_out)
     assert all(t.state is TrialState.FAILED for t in timed_out)
+    assert all(t.state is TrialState.DONE for t in study.trials if t.params["k"] == "b")
     assert result.n_done + result.n_failed == 6
 
 
@@ -147,7 +175,7 @@ def test_lookahead_keeps_trials_ready_and_asks_no_more_than_the_budget() -> None
     assert len(study) == 14  # proposals ahead never overshoot the budget
     assert all(t.state is TrialState.DONE for t in study.trials)
     assert peak[0] == 3  # never more workers than asked for, and all of them used
-    assert any(t.info.get("strategy") == "thompson" for t in study.trials)
+    assert any((t.proposal.strategy if t.proposal else None) == "thompson" for t in study.trials)
 
 
 def test_lookahead_trials_never_submitted_are_lost_when_the_run_stops() -> None:

@@ -43,7 +43,7 @@ def test_a_resumed_study_proposes_what_an_uninterrupted_one_would(tmp_path: Path
     straight, resumed = run(tmp_path / "a", None), run(tmp_path / "b", 5)
     assert straight == resumed
     assert any(
-        "model" in t.info
+        t.proposal is not None and t.proposal.model is not None
         for t in abo.load_study("r", f"sqlite:///{tmp_path / 'b' / 'a.db'}").trials
     )
 
@@ -85,8 +85,8 @@ def test_background_asks_do_not_wait_for_a_running_refit(monkeypatch: pytest.Mon
     assert study._models.refits == 1
     for i in range(3):  # new data each time: a refit is wanted but held back in its thread
         t = study.ask()
-        assert t.info["n_observations"] == 5 + i
-        assert t.info["fit_observations"] == 4  # proposed from conditioned old hyperparameters
+        assert t.proposal.n_observations == 5 + i
+        assert t.proposal.fit_observations == 4  # proposed from conditioned old hyperparameters
         study.tell(t.id, _f(t.params))
     assert study._models._thread is not None and study._models._thread.is_alive()
     release.set()
@@ -94,7 +94,7 @@ def test_background_asks_do_not_wait_for_a_running_refit(monkeypatch: pytest.Mon
     assert peak[0] == 1  # never two refits at once
     assert study._models.refits == 2
     t = study.ask()
-    assert t.info["fit_observations"] > 4
+    assert t.proposal.fit_observations > 4
 
 
 def test_background_never_lags_more_than_max_staleness(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,12 +117,16 @@ def test_background_never_lags_more_than_max_staleness(monkeypatch: pytest.Monke
         return real_fit(*args, **kwargs)
 
     monkeypatch.setattr(FitProcess, "fit", slow_background_fit)
+    modelled = 0
     for _ in range(9):
         t = study.ask()
-        if "fit_observations" in t.info:
-            assert t.info["n_observations"] - t.info["fit_observations"] <= 2
+        assert t.proposal is not None
+        if t.proposal.fit_observations is not None:  # past the Sobol design: a model proposed
+            modelled += 1
+            assert t.proposal.n_observations - t.proposal.fit_observations <= 2
         study.tell(t.id, _f(t.params))
     hold.set()
+    assert modelled == 5  # every ask after the 4 initial points
 
 
 def test_refit_policy_is_validated() -> None:
@@ -149,8 +153,8 @@ def test_above_max_exact_the_gp_sees_a_subset_and_asks_report_it() -> None:
     for x, y in torch.rand(40, 2, generator=gen, dtype=torch.double).tolist():
         study.add({"x": x, "y": y}, _f({"x": x, "y": y}))
     t = study.ask()
-    assert t.info["n_observations"] == 40 and t.info["fit_observations"] == 40
-    assert t.info["gp_points"] == 20
+    assert t.proposal.n_observations == 40 and t.proposal.fit_observations == 40
+    assert t.proposal.gp_points == 20
     with pytest.raises(abo.AboError, match="max_exact"):
         abo.create_study(SPACE, max_exact=3)
 
@@ -194,9 +198,9 @@ def test_background_models_of_one_refit_share_playbooks_lipschitz_cache() -> Non
 
 def test_every_entry_point_defaults_max_exact_to_the_surrogates_cap() -> None:
     from abo.service.schemas import StudyCreate
-    from abo.storage import StudyConfig
+    from abo.spec import StudySpec
 
-    assert StudyConfig().max_exact == refit_module.MAX_EXACT
+    assert StudySpec(space=abo.Space({"x": abo.Float(0, 1)})).max_exact == refit_module.MAX_EXACT
     assert StudyCreate(name="s", space={}).max_exact == refit_module.MAX_EXACT
 
 
@@ -240,7 +244,7 @@ def test_past_a_few_hundred_observations_background_refits_keep_asks_from_waitin
     manager = asker._models
     for _ in range(25):  # the old rule made the 21st ask wait
         t = asker.ask()
-        assert t.info["n_observations"] - t.info["fit_observations"] <= 20
+        assert t.proposal.n_observations - t.proposal.fit_observations <= 20
         asker.tell(t.id, _f(t.params))
         manager.wait(30)  # the refit a slow machine runs does not count against the ask
     assert manager.waits == 0 and manager.refits >= 3  # first fit, then every 10 results

@@ -274,11 +274,11 @@ def test_enqueued_params_come_back_from_the_next_ask() -> None:
     s.enqueue(first)
     s.enqueue(second)
     a = s.ask()
-    assert a.params == first and a.info["strategy"] == "enqueued"
+    assert a.params == first and a.proposal.strategy == "enqueued"
     b, c = s.ask_batch(2)
     assert b.params == {"x": -1.0, "k": 5, "c": "a"}
     assert type(b.params["x"]) is float and type(b.params["k"]) is int
-    assert c.info["strategy"] != "enqueued"
+    assert c.proposal.strategy != "enqueued"
 
 
 def test_added_results_are_done_trials_the_model_uses() -> None:
@@ -286,10 +286,10 @@ def test_added_results_are_done_trials_the_model_uses() -> None:
     a = s.add({"x": 0.5, "k": 1, "c": "a"}, 0.1, metadata={"source": "paper"})
     s.add({"x": -2.0, "k": 5, "c": "c"}, 5.0)
     assert a.state is TrialState.DONE and a.value == 0.1 and a.user == {"source": "paper"}
-    assert a.info["strategy"] == "added"
+    assert a.proposal.strategy == "added"
     t = s.ask()  # two observations and n_initial=2 reached: the GP proposes this one
-    assert t.info["strategy"] == "qlognei"
-    assert t.info["n_observations"] == 2
+    assert t.proposal.strategy == "qlognei"
+    assert t.proposal.n_observations == 2
     assert s.best is not None and s.best.id == a.id
 
 
@@ -517,9 +517,9 @@ def test_same_seed_same_proposals_through_the_model_phase() -> None:
     a = run_study(REPRO_SPACE, 11, 7, objective, n_initial=3)
     b = run_study(REPRO_SPACE, 11, 7, objective, n_initial=3)
     assert len(a) == 8
-    assert sum(t.info["strategy"] == "qlognei" for t in a) >= 5  # well past n_initial
+    assert sum(t.proposal.strategy == "qlognei" for t in a) >= 5  # well past n_initial
     assert [t.params for t in a] == [t.params for t in b]
-    assert [t.info["strategy"] for t in a] == [t.info["strategy"] for t in b]
+    assert [t.proposal.strategy for t in a] == [t.proposal.strategy for t in b]
     c = run_study(REPRO_SPACE, 12, 3, objective, n_initial=3)
     assert [t.params for t in c] != [t.params for t in a[: len(c)]]
 
@@ -527,7 +527,7 @@ def test_same_seed_same_proposals_through_the_model_phase() -> None:
 @pytest.mark.slow
 def test_mixed_space_decodes_to_valid_values_in_both_phases() -> None:
     trials = run_study(MIXED, 3, 7, mixed_objective, n_initial=4)
-    phases = {t.info["strategy"] for t in trials}
+    phases = {t.proposal.strategy for t in trials}
     assert {"sobol", "qlognei"} <= phases
     for t in trials:
         p = t.params
@@ -585,58 +585,56 @@ def test_failed_trials_steer_the_model_away_and_caller_info_survives_the_model_p
     proposals = []
     for _ in range(6):
         t = study.ask_batch(1, info={"client_id": "c1"})[0]
-        assert t.info["client_id"] == "c1" and t.info["strategy"] == "qlognei"
-        assert t.info["n_observations"] == 4 + len(proposals)
+        assert t.info["client_id"] == "c1" and t.proposal.strategy == "qlognei"
+        assert t.proposal.n_observations == 4 + len(proposals)
         proposals.append(t.params["x"])
         evaluate(t)
     assert sum(x < 0.45 for x in proposals) <= 1, proposals
 
 
-# -- abo's own records are not the caller's to write ------------------------------------------
-@pytest.mark.parametrize("key", ["model", "strategy"])
-def test_callers_cannot_write_abos_proposal_record(key: str) -> None:
-    s = abo.create_study(SPACE, strategy="random", seed=3)
-    before = snapshot(s)
-    with pytest.raises(AboError, match=f"info.{key}: reserved"):
-        s.ask(info={key: "resnet50"})
-    assert snapshot(s) == before
-    t = s.ask(info={"driver": "mine"})
-    assert t.info["driver"] == "mine" and t.info["strategy"] == "sobol"
-    before = snapshot(s)
-    with pytest.raises(AboError, match=f"info.{key}: reserved"):
-        s.tell(t.id, 1.0, info={key: "resnet50"})
-    with pytest.raises(AboError, match=f"info.{key}: reserved"):
-        s.fail(t.id, "x", info={key: "resnet50"})
-    assert snapshot(s) == before
-    told = s.tell(t.id, 1.0, info={"driver": "someone else", "worker": "w1"})
-    assert told.info["driver"] == "mine" and told.info["worker"] == "w1"  # adds, never overrides
+# -- abo's own records are apart from the caller's ------------------------------------------------
+def test_a_callers_info_never_reaches_abos_proposal_record(tmp_path: Path) -> None:
+    """The repro: ``info={"model": "resnet50"}`` with an ask was stored over abo's GP record,
+    and every ask after a restart failed, for good. Now ``info`` is the caller's namespace and
+    the proposal record (``trial.proposal``) is abo's."""
+    url = f"sqlite:///{tmp_path / 'apart.db'}"
+    s = abo.create_study(SPACE, name="apart", storage=url, seed=3, strategy_options=FAST)
+    for _ in range(10):
+        t = s.ask()
+        s.tell(t.id, objective(t.params))
+    t = s.ask(info={"model": "resnet50", "strategy": "mine"})
+    assert t.info == {"model": "resnet50", "strategy": "mine"}
+    assert t.proposal.strategy == "qlognei" and t.proposal.model is not None
+    told = s.tell(t.id, 1.0, info={"model": "x", "worker": "w1"})
+    assert told.info["model"] == "resnet50" and told.info["worker"] == "w1"  # adds, never sets
+    assert told.proposal == t.proposal
+    reopened = abo.load_study("apart", storage=url)  # a restart
+    nxt = reopened.ask()
+    assert nxt.proposal.strategy == "qlognei" and nxt.proposal.model is not None
 
 
-def test_a_stray_model_record_written_by_an_older_release_is_skipped(tmp_path: Path) -> None:
-    """An older release stored a caller's info over abo's: ``info["model"] = "resnet50"``
-    made every later ask fail. Such records are now skipped for the GP's warm start."""
+def test_a_malformed_model_record_is_skipped_for_the_warm_start(tmp_path: Path) -> None:
+    """A stray GP record (written by hand, or by an older release from a caller's info)
+    can never break the study's proposals: the newest well-formed record is used."""
     import sqlalchemy as sa
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     s = abo.create_study(SPACE, name="old", storage=url, seed=2, strategy_options=FAST)
-    for _ in range(8):
+    for _ in range(10):
         t = s.ask()
         s.tell(t.id, objective(t.params))
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        for number, bad in ((7, '"resnet50"'), (8, '{"hypers": "x", "key": 1, "n": "a"}')):
-            info = conn.exec_driver_sql(
-                f"SELECT info FROM abo_trials WHERE number = {number}"
-            ).scalar_one()
+        for number, bad in ((9, '"resnet50"'), (10, '{"hypers": "x", "key": 1, "n": "a"}')):
             conn.exec_driver_sql(
-                "UPDATE abo_trials SET info = ? WHERE number = ?",
-                (info[:-1] + f',"model":{bad}}}', number),
+                "UPDATE abo_trials SET proposal = ? WHERE number = ?",
+                (f'{{"strategy": "qlognei", "model": {bad}}}', number),
             )
     engine.dispose()
     reopened = abo.load_study("old", storage=url)
-    assert reopened.trial(8).info["model"] == {"hypers": "x", "key": 1, "n": "a"}
-    t = reopened.ask()  # a model proposal, warm-started from trial 6's well-formed record
-    assert t.info["strategy"] == "qlognei" and isinstance(t.info["model"]["hypers"], dict)
+    assert reopened.trial(10).proposal.model is None and reopened.trial(8).proposal.model
+    t = reopened.ask()  # a model proposal, warm-started from trial 8's well-formed record
+    assert t.proposal.strategy == "qlognei" and t.proposal.model is not None
 
 
 # -- running an example twice ------------------------------------------------------------------
@@ -698,5 +696,78 @@ def test_proposals_use_abos_thread_count_and_leave_the_users(
         torch.set_num_threads(users)
         from abo import registry
 
-        registry._STRATEGIES.pop("test-threads", None)
+        registry.REGISTRY.pop("test-threads", None)
     assert seen == [1, 2]
+
+
+# -- named outcomes --------------------------------------------------------------------------
+def test_a_named_objective_is_told_a_number_or_a_dict() -> None:
+    s = abo.create_study(SPACE, outcomes={"error": "maximize"}, strategy="random", seed=1)
+    a, b = s.ask_batch(2)
+    assert s.tell(a.id, 0.3).values == {"error": 0.3}
+    assert s.tell(b.id, {"error": 0.7}).value == 0.7
+    assert s.best.id == b.id and s.direction == "maximize"
+
+
+@pytest.mark.parametrize(
+    ("told", "field"),
+    [
+        ({"error": 0.1}, "value.cost"),
+        ({"error": 0.1, "cost": 2.0, "typo": 1.0}, "value.typo"),
+        ({"error": math.nan, "cost": 2.0}, "value.error"),
+        ({"error": 0.1, "cost": "cheap"}, "value.cost"),
+        (0.5, "value"),
+    ],
+)
+def test_bad_outcome_values_name_the_outcome_and_change_nothing(told: Any, field: str) -> None:
+    s = abo.create_study(
+        SPACE, outcomes={"error": "minimize", "cost": "minimize"}, strategy="random", seed=1
+    )
+    t = s.ask()
+    before = snapshot(s)
+    with pytest.raises(InvalidValueError) as info:
+        s.tell(t.id, told)
+    assert info.value.field == field and str(info.value).startswith(f"{field}:")
+    assert snapshot(s) == before
+    done = s.tell(t.id, {"cost": 2.0, "error": 0.1})
+    assert done.values == {"error": 0.1, "cost": 2.0} and done.value is None
+
+
+def test_several_objectives_need_a_strategy_that_fits_and_have_no_single_best() -> None:
+    outcomes = {"error": "minimize", "cost": "minimize"}
+    with pytest.raises(AboError, match="strategies for several objectives: random") as info:
+        abo.create_study(SPACE, outcomes=outcomes)  # qlognei models one objective
+    assert info.value.field == "strategy"
+    s = abo.create_study(SPACE, outcomes=outcomes, strategy="random", seed=1)
+    s.tell(s.ask().id, {"error": 0.1, "cost": 2.0})
+    with pytest.raises(AboError, match="best: this study has 2 objectives"):
+        _ = s.best
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"outcomes": {"a": "smallest"}}, "outcomes.a.direction"),
+        ({"outcomes": {}}, "outcomes"),
+        ({"outcomes": {"a": "minimize"}, "direction": "maximize"}, "direction"),
+        ({"n_intial": 3}, "n_intial"),
+        ({"lease_seconds": math.inf}, "lease_seconds"),
+        ({"refit": "sometimes"}, "refit"),
+        ({"strategy_options": {"no_such_option": 1}}, "strategy_options"),
+    ],
+)
+def test_study_options_are_checked_once_with_a_field(options: dict, field: str) -> None:
+    with pytest.raises(AboError) as info:
+        abo.create_study(SPACE, **options)
+    assert info.value.field == field, str(info.value)
+
+
+def test_resuming_with_other_outcomes_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    abo.create_study(SPACE, name="o", storage=url, outcomes={"error": "minimize"}, seed=1)
+    same = abo.create_study(
+        SPACE, name="o", storage=url, outcomes={"error": "minimize"}, load_if_exists=True
+    )
+    assert same.outcomes[0].name == "error"
+    with pytest.raises(AboError, match="outcomes: study 'o' exists with other outcomes"):
+        abo.create_study(SPACE, name="o", storage=url, load_if_exists=True)

@@ -24,7 +24,7 @@ them together (``thompson_points``), and the Pareto arms take distinct members o
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 from botorch.acquisition.analytic import PosteriorMean
@@ -32,16 +32,14 @@ from botorch.models.model import Model
 from botorch.utils.multi_objective.pareto import is_non_dominated
 from torch import Tensor
 
-from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, latent_mean_std
+from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
+from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments, latent_mean_std
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import sobol_points, thompson_points
 from abo.exceptions import AboError
-from abo.registry import register_strategy
 
 EPSILON_SCHEDULES = ("sqrtd", "inverse_d", "log")
-DUPLICATE_TOL = 1e-6
 
 
 def epsilon_for(schedule: float | str, d: int) -> float:
@@ -85,7 +83,7 @@ def pareto_set(model: Model, candidates: Tensor) -> Tensor:
         mean, std = fast
     else:
         with torch.no_grad():
-            post = model.posterior(candidates.unsqueeze(-2))
+            post = cast(PosteriorMoments, model.posterior(candidates.unsqueeze(-2)))
             mean = post.mean.reshape(-1)
             std = post.variance.reshape(-1).clamp_min(0).sqrt()
     mask = is_non_dominated(torch.stack([mean, std], dim=-1), deduplicate=True)
@@ -211,13 +209,14 @@ class _AegisBase:
             for j, i in enumerate(thompson):
                 points[i], infos[i] = X[j : j + 1], {**infos[i], **extras[j]}
         third = [i for i, arm in enumerate(arms) if arm == "pareto"]
-        if third and self.third_arm == "pareto":
-            X = ctx.round(self.pareto_members(ctx, len(third)))
-        else:
-            X = ctx.round(torch.cat([self.random(ctx) for _ in third])) if third else None
-        for j, i in enumerate(third):
-            arms[i] = self.third_arm
-            points[i] = X[j : j + 1]
+        if third:
+            if self.third_arm == "pareto":
+                X = ctx.round(self.pareto_members(ctx, len(third)))
+            else:
+                X = ctx.round(torch.cat([self.random(ctx) for _ in third]))
+            for j, i in enumerate(third):
+                arms[i] = self.third_arm
+                points[i] = X[j : j + 1]
         for info, arm in zip(infos, arms, strict=True):
             info["arm"] = arm
         return Proposal(torch.cat([p for p in points if p is not None]), infos)

@@ -2,19 +2,24 @@
 
 A strategy never sees storage, executors or parameter names. It is handed a frozen
 ``ProposalContext`` on every call — the fitted model, what has been observed, *all* running
-trials as busy points — and returns ``n`` points. ``Study`` rounds them onto valid parameters,
-drops duplicates and records each point's ``info`` (which strategy, which arm) on its trial.
+trials as busy points — and returns ``n`` points. ``abo.proposer`` rounds them onto valid
+parameters, drops duplicates and records each point's ``info`` (which strategy, which arm) in
+its trial's ``ProposalRecord``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 from botorch.models.model import Model
 from torch import Tensor
+
+DUPLICATE_TOL = 1e-6
+"""Points closer than this in the unit cube are the same point (one tolerance for abo)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,19 @@ class ProposalContext:
         """A fresh integer seed drawn from ``generator`` (for BoTorch samplers and engines)."""
         return int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator).item())
 
+    @contextmanager
+    def torch_seed(self) -> Iterator[None]:
+        """Seed torch's *global* generator from ``generator`` inside the block, then restore it.
+
+        BoTorch draws from the global generator outside the seeds abo passes it (Boltzmann
+        sampling of search starts, samples around the incumbent); seeding it from the context
+        makes a strategy reproducible even when called directly or twice in one proposal.
+        """
+        seed = self.seed()
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            yield
+
     def uniform(self, n: int) -> Tensor:
         """``n x d`` uniform points in the cube from ``generator``."""
         return torch.rand(n, self.dim, generator=self.generator, dtype=torch.double)
@@ -78,3 +96,28 @@ class Strategy(Protocol):
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         """``n`` points in the unit cube (``n x d``), aware of ``ctx.X_pending``."""
         ...
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A strategy's factory (its class) and its one-line description."""
+
+    factory: Callable[..., Any]
+    description: str
+
+
+REGISTRY: dict[str, Registered] = {}
+"""Name -> strategy; ``abo.registry`` looks names up here (after loading the built-ins)."""
+
+
+def register_strategy(name: str, description: str) -> Callable[[T], T]:
+    """Class decorator: make a strategy buildable by ``name`` (also for third parties)."""
+
+    def wrap(factory: T) -> T:
+        REGISTRY[name] = Registered(factory, description)  # type: ignore[arg-type]
+        return factory
+
+    return wrap

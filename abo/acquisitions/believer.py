@@ -10,16 +10,17 @@ Several points in one call are chosen greedily: each chosen point is believed in
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from botorch.acquisition.analytic import LogExpectedImprovement
 from botorch.models.model import Model
 from torch import Tensor
 
-from abo.acquisitions.base import Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
+from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
+from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments, greedy_batch
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
-from abo.registry import register_strategy
 
 
 def believe(model: Model, X_busy: Tensor) -> tuple[Model, Tensor]:
@@ -31,7 +32,8 @@ def believe(model: Model, X_busy: Tensor) -> tuple[Model, Tensor]:
     if X_busy.shape[0] == 0:
         return model, X_busy.new_zeros(0, 1)
     with torch.no_grad():
-        mean = model.posterior(X_busy).mean  # m x 1, original scale; also fills the caches
+        post = cast(PosteriorMoments, model.posterior(X_busy))  # also fills the caches
+        mean = post.mean  # m x 1, original scale
     return model.condition_on_observations(X_busy, mean), mean
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import torch
@@ -33,9 +33,10 @@ from scipy.optimize import minimize
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from abo.acquisitions.base import Proposal, ProposalContext
+from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import (
     OptimizerBudget,
+    PosteriorMoments,
     greedy_batch,
     latent_mean,
     latent_mean_std,
@@ -43,7 +44,6 @@ from abo.acquisitions.optimize import (
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.exceptions import AboError
-from abo.registry import register_strategy
 
 HLP_POWER = -5.0
 LIPSCHITZ_FLOOR = 1e-7  # below this the model is flat: use LIPSCHITZ_FALLBACK instead
@@ -112,7 +112,7 @@ def standardized_posterior(model: Model, X: Tensor) -> tuple[Tensor, Tensor]:
             mean, std = fast
             return mean, std.clamp_min(SIGMA_FLOOR)
     shift, scale = _outcome_scale(model)
-    post = model.posterior(X.unsqueeze(-2))  # one point per batch: no joint covariance
+    post = cast(PosteriorMoments, model.posterior(X.unsqueeze(-2)))  # one point per batch
     mean = (post.mean.squeeze(-1).squeeze(-1) - shift) / scale
     std = post.variance.squeeze(-1).squeeze(-1).clamp_min(SIGMA_FLOOR**2).sqrt() / scale
     return mean, std
@@ -147,7 +147,8 @@ def _grad_norm(model: Model, X: Tensor, create_graph: bool = False) -> Tensor:
         mean = latent_mean(model, X)
         if mean is None:
             shift, scale = _outcome_scale(model)
-            mean = model.posterior(X.unsqueeze(-2)).mean.squeeze(-1).squeeze(-1)
+            post = cast(PosteriorMoments, model.posterior(X.unsqueeze(-2)))
+            mean = post.mean.squeeze(-1).squeeze(-1)
             mean = (mean - shift) / scale
         (grad,) = torch.autograd.grad(mean.sum(), X, create_graph=create_graph)
     return grad.norm(dim=-1)
@@ -274,6 +275,12 @@ class LocallyPenalizedAcquisition(AcquisitionFunction):
         >>> acq(X.unsqueeze(1))  # b x 1 x d -> b log-values  # doctest: +SKIP
     """
 
+    # buffers (register_buffer): busy points, their Lipschitz constants, radii and scales
+    X_busy: Tensor
+    L: Tensor
+    r: Tensor
+    s: Tensor
+
     def __init__(
         self,
         model: Model,
@@ -331,7 +338,8 @@ class LocallyPenalizedAcquisition(AcquisitionFunction):
             logs = log_lp_penalizer(dist, self.r, self.s)
         return logs.sum(-1)
 
-    @t_batch_mode_transform(expected_q=1)
+    # BoTorch types the decorator for a plain AcquisitionFunction self, not a subclass's
+    @t_batch_mode_transform(expected_q=1)  # type: ignore[arg-type]
     def forward(self, X: Tensor) -> Tensor:
         """``b x 1 x d`` -> ``b`` penalised log-acquisition values."""
         X = X.squeeze(-2)

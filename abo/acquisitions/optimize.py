@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -21,6 +22,18 @@ from gpytorch.models import ExactGP
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
+
+
+class PosteriorMoments(Protocol):
+    """The marginal moments abo reads from ``model.posterior``: BoTorch's ``Posterior`` does not
+    declare them, but the posteriors of the models abo fits (GPyTorch and transformed ones) have
+    them."""
+
+    @property
+    def mean(self) -> Tensor: ...
+
+    @property
+    def variance(self) -> Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,7 @@ def maximize(
         options={"maxiter": budget.maxiter},
         retry_on_optimization_warning=False,
     )
+    assert value is not None  # optimize_acqf returns the values (return_acq_values=True)
     return X.detach(), float(value.max())
 
 
@@ -107,10 +121,11 @@ def latent_mean(model: Model, X: Tensor) -> Tensor | None:
     """
     if not _exact_gp_ready(model, X):
         return None
-    Xt = model.transform_inputs(X)
-    cross = model.covar_module(Xt, model.train_inputs[0]).to_dense()  # k x n
-    alpha = model.prediction_strategy.mean_cache.detach().to(cross)
-    return model.mean_module(Xt) + cross @ alpha
+    gp = cast(ExactGP, model)  # what _exact_gp_ready checked
+    Xt = gp.transform_inputs(X)
+    cross = gp.covar_module(Xt, gp.train_inputs[0]).to_dense()  # k x n
+    alpha = gp.prediction_strategy.mean_cache.detach().to(cross)
+    return gp.mean_module(Xt) + cross @ alpha
 
 
 def latent_mean_std(model: Model, X: Tensor, grad: bool = False) -> tuple[Tensor, Tensor] | None:
@@ -126,13 +141,14 @@ def latent_mean_std(model: Model, X: Tensor, grad: bool = False) -> tuple[Tensor
     with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
         if not _exact_gp_ready(model, X):
             return None
-        Xt = model.transform_inputs(X)
-        cross = model.covar_module(Xt, model.train_inputs[0]).to_dense()
-        strategy = model.prediction_strategy
+        gp = cast(ExactGP, model)  # what _exact_gp_ready checked
+        Xt = gp.transform_inputs(X)
+        cross = gp.covar_module(Xt, gp.train_inputs[0]).to_dense()
+        strategy = gp.prediction_strategy
         root = strategy.covar_cache
         root = root.to_dense() if hasattr(root, "to_dense") else root
-        mean = model.mean_module(Xt) + cross @ strategy.mean_cache.detach().to(cross)
-        prior = model.covar_module(Xt, diag=True)
+        mean = gp.mean_module(Xt) + cross @ strategy.mean_cache.detach().to(cross)
+        prior = gp.covar_module(Xt, diag=True)
         var = prior - (cross @ root.detach().to(cross)).pow(2).sum(-1)
         # with gradients, a floor keeps d sqrt(var) finite where the variance vanishes
         return mean, var.clamp_min(1e-16 if grad else 0.0).sqrt()

@@ -23,10 +23,9 @@ from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
-from abo.acquisitions.base import Proposal, ProposalContext
+from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import OptimizerBudget, greedy_batch, maximize
 from abo.acquisitions.quiet import quiet_proposal
-from abo.registry import register_strategy
 
 NOISE_FREE_BELOW = 1e-4
 """Noise variance (standardised scale) under which observations count as exact."""
@@ -87,8 +86,7 @@ class QLogNEIStrategy:
         if self.joint and n > 1:
             acq = self.acquisition(ctx, ctx.X_pending.to(torch.double))
             seed = ctx.seed()
-            with torch.random.fork_rng():  # BoTorch's start selection draws from torch's RNG
-                torch.manual_seed(seed)
+            with ctx.torch_seed():  # BoTorch's start selection draws from torch's RNG
                 X, _ = optimize_acqf(
                     acq,
                     bounds=ctx.bounds,

@@ -32,7 +32,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from botorch.exceptions.warnings import BotorchWarning, OptimizationWarning
 from linear_operator.utils.warnings import NumericalWarning
@@ -78,7 +78,7 @@ def _install() -> None:
     They must come first: a filter added later (``simplefilter("always")``, pytest's ``-W``)
     is placed in front of older ones and would otherwise win inside a proposal too.
     """
-    filters = warnings.filters
+    filters = cast(list[Any], warnings.filters)  # a list at runtime; typeshed says Sequence
     if filters[: len(_FILTERS)] == _FILTERS:
         return
     with _install_lock:

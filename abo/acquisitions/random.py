@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from abo.acquisitions.base import Proposal, ProposalContext
-from abo.registry import register_strategy
+from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 
 
 @register_strategy("random", "uniform random search: the baseline every model must beat")

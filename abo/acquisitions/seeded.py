@@ -9,7 +9,6 @@ reproducible; drawing the global seed from ``ctx.seed()`` fixes both.
 
 from __future__ import annotations
 
-import torch
 from botorch.acquisition import AcquisitionFunction
 from torch import Tensor
 
@@ -21,6 +20,5 @@ def seeded_maximize(
     acq: AcquisitionFunction, ctx: ProposalContext, budget: OptimizerBudget
 ) -> tuple[Tensor, float]:
     """``maximize(acq, ctx, budget)`` with torch's global generator seeded from ``ctx``."""
-    with torch.random.fork_rng():
-        torch.manual_seed(ctx.seed())
+    with ctx.torch_seed():
         return maximize(acq, ctx, budget)

@@ -29,12 +29,9 @@ from botorch.generation.sampling import MaxPosteriorSampling
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from abo.acquisitions.base import Proposal, ProposalContext
+from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import OptimizerBudget, incumbent
 from abo.acquisitions.quiet import degraded, quiet_proposal, search_warnings
-from abo.registry import register_strategy
-
-DUPLICATE_TOL = 1e-6
 
 
 def sobol_points(ctx: ProposalContext, n: int, seed: int) -> Tensor:
@@ -73,7 +70,7 @@ def maximize_paths(
     Row ``i`` holds the end of each path's ``i``-th local search: the ``num_restarts`` best
     of ``raw_samples`` shared Sobol points under that path, then the incumbent.
     """
-    assert acq.batch_size is not None
+    assert acq.batch_size is not None and acq.samples is not None  # drawn by redraw()
     n = acq.batch_size
     raw = sobol_points(ctx, budget.raw_samples, ctx.seed())
     with torch.no_grad():

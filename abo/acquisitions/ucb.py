@@ -22,16 +22,14 @@ import math
 import torch
 from botorch.acquisition.analytic import UpperConfidenceBound
 
-from abo.acquisitions.base import Proposal, ProposalContext
+from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import thompson_point
 from abo.exceptions import AboError
-from abo.registry import register_strategy
 
 DELTA = 0.01
-DUPLICATE_TOL = 1e-6
 
 
 def beta_schedule(d: int, t: int, delta: float = DELTA) -> float:

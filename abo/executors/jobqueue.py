@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import dask
 from dask.utils import parse_bytes
@@ -131,18 +131,24 @@ def _run(cmd: list[str], timeout: float = 30.0) -> str:
     return proc.stdout
 
 
+def _split3(out: str, sep: str) -> list[tuple[str, str, str]]:
+    """Each line split in three at its first two ``sep`` (lines with fewer are skipped)."""
+    lines = (line for line in out.splitlines() if line.count(sep) >= 2)
+    return [cast(tuple[str, str, str], tuple(line.split(sep, 2))) for line in lines]
+
+
 def _listing(system: str) -> list[tuple[str, str, str]]:
     """``(job_id, name, state)`` of this user's jobs in the batch queue."""
     user = getpass.getuser()
     if system == "slurm":
         out = _run(["squeue", "-h", "-u", user, "-o", "%i|%j|%T"])
-        return [tuple(line.split("|", 2)) for line in out.splitlines() if line.count("|") >= 2]
+        return _split3(out, "|")
     if system == "lsf":
         out = _run(["bjobs", "-noheader", "-o", "jobid job_name stat delimiter='|'"])
-        return [tuple(line.split("|", 2)) for line in out.splitlines() if line.count("|") >= 2]
+        return _split3(out, "|")
     if system == "htcondor":
         out = _run(["condor_q", user, "-af:t", "ClusterId", "AboJobName", "JobStatus"])
-        return [tuple(line.split("\t", 2)) for line in out.splitlines() if line.count("\t") >= 2]
+        return _split3(out, "\t")
     if system == "sge":
         jobs, current = [], None
         for line in _run(["qstat", "-r", "-u", user]).splitlines():
@@ -152,7 +158,8 @@ def _listing(system: str) -> list[tuple[str, str, str]]:
             elif current and "Full jobname:" in line:
                 jobs.append((current[0], line.split(":", 1)[1].strip(), current[1]))
         return jobs
-    jobs, job_id, fields = [], None, {}  # pbs: qstat -f blocks
+    fields: dict[str, str] = {}
+    jobs, job_id = [], None  # pbs: qstat -f blocks
     for line in _run(["qstat", "-f"]).splitlines() + ["Job Id: end"]:
         if line.startswith("Job Id:"):
             if job_id and fields.get("Job_Owner", user).split("@")[0] == user:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -28,16 +28,20 @@ from pydantic import BeforeValidator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import abo
-from abo.exceptions import AboError, DuplicatedStudyError, SearchSpaceError, StorageError
-from abo.service import schemas as s
+import abo.service.schemas as s
+from abo import summary
+from abo.exceptions import AboError, DuplicatedStudyError, StorageError
+from abo.outcomes import outcomes_to_json, parse_outcomes
 from abo.service.asks import check_ask_info
 from abo.service.auth import TokenSet
 from abo.service.errors import AsksBackedUp, abo_error_response, error_response
 from abo.service.middleware import AuthMiddleware, BodyLimitMiddleware
 from abo.service.state import CREATED_HEADER, ServiceState
 from abo.space import Space
+from abo.spec import CREATE_OPTIONS
 from abo.storage import Storage, StudyRecord, open_storage
 from abo.study import Study
+from abo.summary import trial_json
 from abo.trial import Trial, TrialState
 
 API = "/api/v1"
@@ -68,63 +72,14 @@ def _plain_digits(value: Any) -> Any:
     return value
 
 
-def _clean(obj: Any, depth: int = 0) -> Any:
-    """Strict-JSON-safe copy: non-finite floats become ``None`` and anything nested deeper
-    than 64 levels a placeholder string, so no stored value can make a listing fail."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if obj is None or isinstance(obj, str | int | bool):
-        return obj
-    if depth >= 64:
-        return "<nested too deep>"
-    if isinstance(obj, Mapping):
-        return {str(k): _clean(v, depth + 1) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v, depth + 1) for v in obj]
-    return str(obj)
-
-
 def trial_out(trial: Trial) -> s.TrialOut:
     """The API form of a trial, safe to serialise whatever the storage holds."""
-    data = _clean(trial.to_dict())
-    data["duration"] = _clean(trial.duration) if data["finished_at"] is not None else None
-    return s.TrialOut.model_validate(data)
-
-
-def _best(trials: list[Trial], direction: str) -> Trial | None:
-    """The best done trial with a finite value (ties: the earliest), as ``Study.best``."""
-    done = [t for t in trials if t.state is TrialState.DONE and _finite(t.value)]
-    if not done:
-        return None
-    if direction == "minimize":
-        return min(done, key=lambda t: (t.value, t.id))
-    return max(done, key=lambda t: (t.value, -t.id))
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
+    return s.TrialOut.model_validate(trial_json(trial))
 
 
 def study_summary(storage: Storage, record: StudyRecord) -> s.StudyOut:
-    """A study's definition and trial counts, read from the storage alone (no strategy is
-    built, so a study whose strategy this process lacks still lists)."""
-    trials = storage.trials(record)
-    states = {st.value: 0 for st in TrialState}
-    for t in trials:
-        states[t.state.value] += 1
-    best = _best(trials, record.direction)
-    return s.StudyOut(
-        name=record.name,
-        space=_clean(record.space.to_json()),
-        direction=record.direction,
-        strategy=record.strategy,
-        seed=record.seed,
-        config=_clean(record.config.to_json()),
-        created_at=record.created_at,
-        n_trials=len(trials),
-        states=states,
-        best=trial_out(best) if best is not None else None,
-    )
+    """A study's definition and trial counts (``abo.summary``), as the API sends it."""
+    return s.StudyOut.model_validate(summary.study_summary(storage, record))
 
 
 def _study_out(study: Study) -> s.StudyOut:
@@ -181,12 +136,14 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
                 f"{json.dumps(study.space.to_json())}",
                 "space",
             )
-        if study.direction != body.direction:
+        wanted = parse_outcomes(body.outcomes, body.direction)
+        if study.spec.outcomes != wanted:
             return error_response(
                 409,
-                "direction_conflict",
-                f"direction: study {body.name!r} exists with direction {study.direction!r}",
-                "direction",
+                "outcomes_conflict",
+                f"outcomes: study {body.name!r} exists with outcomes "
+                f"{json.dumps(outcomes_to_json(study.spec.outcomes))}",
+                "outcomes",
             )
         return _study_out(study)
 
@@ -210,21 +167,13 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
         if found is not None:
             response.status_code = 200
             return found
-        _check_space(space)
+        options = {k: getattr(body, k) for k in CREATE_OPTIONS}
         study = abo.create_study(
             space,
             name=body.name,
             storage=state.storage,
-            direction=body.direction,
-            strategy=body.strategy,
-            seed=body.seed,
             load_if_exists=body.load_if_exists,
-            n_initial=body.n_initial,
-            lease_seconds=body.lease_seconds,
-            max_retries=body.max_retries,
-            noise=body.noise,
-            max_staleness=body.max_staleness,
-            max_exact=body.max_exact,
+            **options,
         )
         return _study_out(state.remember(study))
 
@@ -254,8 +203,11 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
         trials gets those back first (a retried ask never starts more)."""
         info = check_ask_info(body.info)
         trials = await state.ask(name, created, body.count, body.n_workers, body.client_id, info)
-        n_obs = [t.info.get("n_observations") for t in trials]
-        n_obs_ints = [n for n in n_obs if isinstance(n, int) and not isinstance(n, bool)]
+        n_obs_ints = [
+            t.proposal.n_observations
+            for t in trials
+            if t.proposal is not None and t.proposal.n_observations is not None
+        ]
         return s.AskResponse(
             trials=[trial_out(t) for t in trials], n_observations=max(n_obs_ints, default=0)
         )
@@ -367,14 +319,6 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
     return r
 
 
-def _check_space(space: Space) -> None:
-    """Reject spaces the unit-cube encoding cannot represent (bounds whose width overflows)."""
-    for name, param in space.items():
-        low, high = getattr(param, "low", 0.0), getattr(param, "high", 0.0)
-        if not math.isfinite(float(high) - float(low)):
-            raise SearchSpaceError(f"{name}: the range [{low}, {high}] is too wide to encode")
-
-
 def _positive(name: str, value: Any, kind: type = int) -> None:
     ok = isinstance(value, int | float) if kind is float else isinstance(value, int)
     if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
@@ -390,7 +334,7 @@ def _validation_error(exc: RequestValidationError) -> JSONResponse:
         return error_response(422, "malformed_json", f"body: malformed JSON {why}", "body")
     loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
     path = (first.get("ctx") or {}).get("path")
-    if kind == s.NON_FINITE and path:
+    if kind in (s.NON_FINITE, "finite_number") and path is not None:
         loc.append(str(path))
     field = ".".join(loc) or None
     code = "invalid_value" if kind in ("finite_number", s.NON_FINITE) else "invalid_request"

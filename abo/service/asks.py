@@ -17,89 +17,24 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from abo.exceptions import AboError
 from abo.service.errors import AsksBackedUp
-from abo.storage import Storage, StudyRecord
-from abo.study import RESERVED_INFO, Study
+from abo.study import Study
 from abo.trial import Trial
 
 
 def check_ask_info(info: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A caller's ``info`` for new trials, refusing abo's own record keys (at the boundary,
-    before the ask joins a round shared with others)."""
-    for key in info or {}:
-        if key in RESERVED_INFO:
-            raise AboError(
-                f"info.{key}: reserved for abo's own proposal record; put your data in "
-                "metadata or under another key"
-            )
-    return dict(info or {})
-
-
-class PerTrialInfo:
-    """A storage proxy through which one ask round gives each new trial its own asker's info.
-
-    ``Study.ask_batch`` starts every trial of a call with one ``info``; a round started for
-    several askers needs each trial to carry its asker's ``client_id`` (stored, so a retried
-    ask finds the trials it holds, also after a restart). Inside ``assign(extras)`` the calling
-    thread's ``start_queued`` and ``start_trials`` merge ``extras[i]`` into the i-th trial they
-    start (the queue's and the proposer's own record still win, as in ``Study``). Every other
-    attribute is the wrapped storage's.
-    """
-
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-        self._local = threading.local()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._storage, name)
-
-    @contextmanager
-    def assign(self, extras: Sequence[dict[str, Any]]) -> Iterator[None]:
-        """Give the trials started by this thread meanwhile ``extras``, in order."""
-        self._local.extras, self._local.next = list(extras), 0
-        try:
-            yield
-        finally:
-            del self._local.extras, self._local.next
-
-    def _extra(self, i: int) -> dict[str, Any]:
-        extras: list[dict[str, Any]] = self._local.extras
-        return extras[i] if i < len(extras) else {}
-
-    def start_queued(self, study: StudyRecord, n: int, info: dict[str, Any]) -> list[Trial]:
-        if getattr(self._local, "extras", None) is None:
-            return self._storage.start_queued(study, n, info)
-        started: list[Trial] = []
-        i, end = self._local.next, self._local.next + n
-        while i < end:  # one call per run of equal extras; a short answer: the queue is empty
-            j = i + 1
-            while j < end and self._extra(j) == self._extra(i):
-                j += 1
-            wanted = j - i
-            got = self._storage.start_queued(study, wanted, {**info, **self._extra(i)})
-            started += got
-            i += len(got)
-            if len(got) < wanted:
-                break
-        self._local.next = i
-        return started
-
-    def start_trials(
-        self, study: StudyRecord, params: Sequence[dict[str, Any]], infos: Sequence[dict]
-    ) -> list[Trial]:
-        if getattr(self._local, "extras", None) is None:
-            return self._storage.start_trials(study, params, infos)
-        first = self._local.next
-        merged = [{**self._extra(first + k), **info} for k, info in enumerate(infos)]
-        self._local.next = first + len(infos)
-        return self._storage.start_trials(study, params, merged)
+    """A caller's ``info`` for new trials, checked at the boundary (before the ask joins a
+    round shared with others): a dict with string keys. It can never reach abo's own record,
+    which each trial keeps apart as its ``proposal``."""
+    if info is not None and not isinstance(info, Mapping):
+        raise AboError(f"info: expected a dict, got {type(info).__name__}", field="info")
+    return {str(k): v for k, v in (info or {}).items()}
 
 
 @dataclass
@@ -124,17 +59,13 @@ class AskLines:
     """Waiting asks per study, served in shared proposal rounds on a private executor.
 
     Args:
-        storage: the ``PerTrialInfo`` proxy the service's studies were built on.
         max_waiting: asks that may wait for a round (all studies together) before a new one
             is refused with ``AsksBackedUp``.
         max_batch: most trials one round proposes (an ask is never split across rounds).
         threads: rounds running at once (for different studies).
     """
 
-    def __init__(
-        self, storage: PerTrialInfo, max_waiting: int, max_batch: int, threads: int = 4
-    ) -> None:
-        self.storage = storage
+    def __init__(self, max_waiting: int, max_batch: int, threads: int = 4) -> None:
         self.max_waiting = max_waiting
         self.max_batch = max_batch
         self.rounds = 0
@@ -235,8 +166,8 @@ class AskLines:
         started: list[Trial] = []
         if extras:
             workers = [w.n_workers for w in batch if w.n_workers is not None]
-            with self.storage.assign(extras):
-                started = study.ask_batch(len(extras), n_workers=max(workers, default=None))
+            n_workers = max(workers, default=None)
+            started = study.ask_batch(len(extras), n_workers=n_workers, info=extras)
             self.rounds += 1
             if len(started) != len(extras):  # pragma: no cover - ask_batch starts exactly n
                 raise AboError(f"ask: expected {len(extras)} trials, got {len(started)}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -28,17 +28,14 @@ import httpx
 from abo.exceptions import (
     AboError,
     DuplicatedStudyError,
-    InvalidValueError,
-    SearchSpaceError,
-    StorageError,
     StudyNotFoundError,
-    TrialNotFoundError,
     TrialStateError,
-    UnknownStrategyError,
 )
+from abo.outcomes import Outcome, check_values
+from abo.service.codes import CODES
 from abo.space import Space
-from abo.storage import StudyConfig
-from abo.trial import Trial, TrialState
+from abo.spec import StudySpec
+from abo.trial import ProposalRecord, Trial, TrialState
 
 if TYPE_CHECKING:
     from abo.executors.base import Executor
@@ -48,17 +45,6 @@ API = "/api/v1"
 CREATED_HEADER = "X-Abo-Study-Created"
 MAX_RETRY_AFTER = 60.0  # seconds: the longest a server's Retry-After makes the client wait
 # error code of the service -> the exception a local Study raises
-CODES: dict[str, type[AboError]] = {
-    "invalid_value": InvalidValueError,
-    "invalid_params": SearchSpaceError,
-    "space_conflict": SearchSpaceError,
-    "unknown_strategy": UnknownStrategyError,
-    "study_not_found": StudyNotFoundError,
-    "trial_not_found": TrialNotFoundError,
-    "trial_state": TrialStateError,
-    "study_exists": DuplicatedStudyError,
-    "storage_unavailable": StorageError,
-}
 _RETRY = (httpx.TransportError,)
 
 
@@ -72,12 +58,20 @@ def _trial(data: Mapping[str, Any]) -> Trial:
         reason=data.get("reason"),
         retry_of=data.get("retry_of"),
         attempt=data.get("attempt", 0),
+        values=dict(data.get("values") or {}),
+        proposal=ProposalRecord.from_json(data.get("proposal")),
         info=dict(data.get("info") or {}),
         user=dict(data.get("user") or {}),
         created_at=data.get("created_at", 0.0),
         finished_at=data.get("finished_at"),
         lease_expires_at=data.get("lease_expires_at"),
     )
+
+
+def _wire(value: Any, outcomes: tuple[Outcome, ...]) -> float | dict[str, float]:
+    """A told value as it is sent: checked here (JSON cannot carry NaN), then by the service."""
+    values = check_values(value, outcomes)
+    return values if isinstance(value, Mapping) else next(iter(values.values()))
 
 
 class Client:
@@ -194,35 +188,20 @@ class Client:
         self,
         space: Space | Mapping[str, Any],
         name: str,
-        direction: str = "minimize",
+        direction: str | None = None,
         strategy: str = "qlognei",
         seed: int | None = None,
         *,
         load_if_exists: bool = False,
-        n_initial: int | None = None,
-        lease_seconds: float = 24 * 3600.0,
-        max_retries: int = 1,
-        noise: str = "auto",
-        max_staleness: int | None = None,
-        max_exact: int = StudyConfig.max_exact,
+        outcomes: Any = None,
+        **options: Any,
     ) -> RemoteStudy:
-        """Create a study on the service (or load it with ``load_if_exists=True``)."""
-        if not isinstance(space, Space):
-            space = Space(space)
-        body = {
-            "name": name,
-            "space": space.to_json(),
-            "direction": direction,
-            "strategy": strategy,
-            "seed": seed,
-            "load_if_exists": load_if_exists,
-            "n_initial": n_initial,
-            "lease_seconds": lease_seconds,
-            "max_retries": max_retries,
-            "noise": noise,
-            "max_staleness": max_staleness,
-            "max_exact": max_exact,
-        }
+        """Create a study on the service (or load it with ``load_if_exists=True``); the
+        options are those of ``abo.create_study``, checked here and again by the service."""
+        spec = StudySpec.create(
+            space, outcomes=outcomes, direction=direction, seed=seed, strategy=strategy, **options
+        )
+        body = {"name": name, "load_if_exists": load_if_exists, **spec.to_json()}
         response, retried = self._send("POST", "/studies", body, {})
         try:
             return RemoteStudy(self, self._answer(response))
@@ -231,7 +210,7 @@ class Client:
                 raise
             # our own first attempt created it and its answer was lost
             study = self.load_study(name)
-            if study.space != space or study.direction != direction:
+            if study.space != spec.space or study.spec.outcomes != spec.outcomes:
                 raise
             return study
 
@@ -257,11 +236,7 @@ class RemoteStudy:
     def __init__(self, client: Client, data: Mapping[str, Any]) -> None:
         self._client = client
         self._name: str = data["name"]
-        self._space = Space.from_json(data["space"])
-        self._direction: str = data["direction"]
-        self._strategy: str = data["strategy"]
-        self._seed: int = data["seed"]
-        self._config = StudyConfig.from_json(dict(data["config"]))
+        self._spec = StudySpec.from_json(data["spec"])
         self._created_at = float(data["created_at"])
         self._headers = {CREATED_HEADER: repr(self._created_at)}
 
@@ -279,24 +254,32 @@ class RemoteStudy:
         return self._name
 
     @property
+    def spec(self) -> StudySpec:
+        return self._spec
+
+    @property
+    def config(self) -> StudySpec:
+        return self._spec
+
+    @property
     def space(self) -> Space:
-        return self._space
+        return self._spec.space
+
+    @property
+    def outcomes(self) -> tuple[Outcome, ...]:
+        return self._spec.outcomes
 
     @property
     def direction(self) -> str:
-        return self._direction
+        return self._spec.direction
 
     @property
     def strategy(self) -> str:
-        return self._strategy
+        return self._spec.strategy
 
     @property
     def seed(self) -> int:
-        return self._seed
-
-    @property
-    def config(self) -> StudyConfig:
-        return self._config
+        return self._spec.seed
 
     @property
     def created_at(self) -> float:
@@ -342,13 +325,22 @@ class RemoteStudy:
         return self.ask_batch(1, n_workers=n_workers, info=info)[0]
 
     def ask_batch(
-        self, n: int, n_workers: int | None = None, info: Mapping[str, Any] | None = None
+        self,
+        n: int,
+        n_workers: int | None = None,
+        info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     ) -> list[Trial]:
-        """``n`` new, distinct running trials (the service caps ``n`` per call).
+        """``n`` new, distinct running trials (the service caps ``n`` per call); ``info`` is
+        one dict for all, or one per trial (then asked one by one).
 
         The request carries a fresh ``client_id``, so a retry after a lost answer gets the
         trials that answer held instead of starting more.
         """
+        if info is not None and not isinstance(info, Mapping):
+            infos = list(info)
+            if len(infos) != n:
+                raise AboError(f"info: expected {n} dicts (one per trial), got {len(infos)}")
+            return [t for i in infos for t in self.ask_batch(1, n_workers, i)]
         body = {
             "count": n,
             "n_workers": n_workers,
@@ -366,9 +358,7 @@ class RemoteStudy:
         info: Mapping[str, Any] | None = None,
     ) -> Trial:
         """Record a running trial's value (the same value again is a no-op)."""
-        from abo.study import check_value
-
-        body = {"value": check_value(value), "metadata": metadata, "info": info}
+        body = {"value": _wire(value, self.outcomes), "metadata": metadata, "info": info}
         return _trial(self._call("POST", f"/trials/{_id(trial_id)}/tell", body))
 
     def fail(
@@ -413,11 +403,9 @@ class RemoteStudy:
     ) -> Trial:
         """Record a known result as a done trial (an equal done trial is returned instead,
         unless ``allow_duplicate``)."""
-        from abo.study import check_value
-
         body = {
             "params": dict(params),
-            "value": check_value(value),
+            "value": _wire(value, self.outcomes),
             "metadata": metadata,
             "allow_duplicate": allow_duplicate,
         }
@@ -445,7 +433,7 @@ class RemoteStudy:
         if executor is not None and n_workers == 4:
             n_workers = None  # the executor knows its size
         return run(
-            self,  # type: ignore[arg-type]
+            self,
             objective,
             n_trials=n_trials,
             n_workers=n_workers,

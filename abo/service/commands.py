@@ -133,7 +133,14 @@ class _StoredStudy:
 
     @property
     def best(self) -> Trial | None:
-        return _best(self.trials, self.direction)
+        objectives = self.record.spec.objectives
+        if len(objectives) != 1:
+            names = ", ".join(o.name for o in objectives)
+            raise AboError(
+                f"best: this study has {len(objectives)} objectives ({names}); no single trial "
+                "is best"
+            )
+        return _best(self.trials, self.record.spec)
 
     def __len__(self) -> int:
         return self.store.count(self.record)
@@ -143,44 +150,23 @@ class _StoredStudy:
         self.store.delete_study(self.name, expected=self.record)
 
 
-def _best(trials: list[Trial], direction: str) -> Trial | None:
-    """The best done trial (ties: the earliest), as ``abo.Study.best``."""
-    from abo.trial import TrialState
+def _best(trials: list[Trial], spec: Any) -> Trial | None:
+    from abo.summary import best_trial
 
-    done = [t for t in trials if t.state is TrialState.DONE and t.value is not None]
-    if not done:
-        return None
-    if direction == "minimize":
-        return min(done, key=lambda t: (t.value, t.id))
-    return max(done, key=lambda t: (t.value, -t.id))
+    return best_trial(trials, spec)
 
 
 def _trial_json(trial: Trial) -> dict[str, Any]:
-    """A trial as the service sends it (``to_dict`` with its duration)."""
-    return {**trial.to_dict(), "duration": trial.duration}
+    from abo.summary import trial_json
+
+    return trial_json(trial)
 
 
 def _summary(store: Storage, record: StudyRecord) -> dict[str, Any]:
     """A study's definition and trial counts, in the form the service's ``/studies`` lists."""
-    from abo.trial import TrialState
+    from abo.summary import study_summary
 
-    trials = store.trials(record)
-    states = {st.value: 0 for st in TrialState}
-    for t in trials:
-        states[t.state.value] += 1
-    best = _best(trials, record.direction)
-    return {
-        "name": record.name,
-        "space": record.space.to_json(),
-        "direction": record.direction,
-        "strategy": record.strategy,
-        "seed": record.seed,
-        "config": record.config.to_json(),
-        "created_at": record.created_at,
-        "n_trials": len(trials),
-        "states": states,
-        "best": _trial_json(best) if best is not None else None,
-    }
+    return study_summary(store, record)
 
 
 @dataclass
@@ -321,14 +307,16 @@ def _emit(rows: list[dict[str, Any]], fmt: Format, title: str, data: Any = None)
 
 
 def _trial_row(t: Trial) -> dict[str, Any]:
-    arm = t.info.get("arm")
+    proposal = t.proposal
+    values = {f"values.{k}": v for k, v in t.values.items()} if len(t.values) > 1 else {}
     return {
         "id": t.id,
         "state": t.state.value,
         "value": t.value,
+        **values,
         "duration": t.duration,
-        "strategy": t.info.get("strategy", ""),
-        "arm": "" if arm is None else arm,
+        "strategy": proposal.strategy if proposal else "",
+        "arm": proposal.arm or "" if proposal else "",
         **{f"params.{k}": v for k, v in t.params.items()},
     }
 

@@ -3,35 +3,10 @@ exceptions map onto it (status and machine-readable code)."""
 
 from __future__ import annotations
 
-import re
-
 from fastapi.responses import JSONResponse
 
-from abo.exceptions import (
-    AboError,
-    DuplicatedStudyError,
-    InvalidValueError,
-    SearchSpaceError,
-    StorageError,
-    StudyNotFoundError,
-    TrialNotFoundError,
-    TrialStateError,
-    UnknownStrategyError,
-)
-
-# exception type -> (HTTP status, machine-readable code); the first match wins.
-ERRORS: list[tuple[type[AboError], int, str]] = [
-    (InvalidValueError, 422, "invalid_value"),
-    (SearchSpaceError, 422, "invalid_params"),
-    (UnknownStrategyError, 422, "unknown_strategy"),
-    (StudyNotFoundError, 404, "study_not_found"),
-    (TrialNotFoundError, 404, "trial_not_found"),
-    (TrialStateError, 409, "trial_state"),
-    (DuplicatedStudyError, 409, "study_exists"),
-    (StorageError, 503, "storage_unavailable"),
-    (AboError, 422, "invalid_argument"),
-]
-_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\[\]-]{0,127}): ")
+from abo.exceptions import AboError
+from abo.service.codes import status_and_code
 
 
 def error_response(
@@ -47,15 +22,12 @@ def error_response(
 
 
 def abo_error_response(exc: AboError) -> JSONResponse:
-    """The response for an abo exception; its message's leading ``field:`` names the field."""
+    """The response for an abo exception, naming its ``field``."""
     message = str(exc)
     if "[SQL:" in message:  # never echo a statement, whatever raised it
         message = message.split("[SQL:", 1)[0].rstrip()
-    match = _FIELD.match(message)
-    for kind, status, code in ERRORS:
-        if isinstance(exc, kind):
-            return error_response(status, code, message, match.group(1) if match else None)
-    raise AssertionError("unreachable: AboError is last")  # pragma: no cover
+    status, code = status_and_code(exc)
+    return error_response(status, code, message, exc.field)
 
 
 class AsksBackedUp(Exception):

@@ -9,12 +9,12 @@ Response models mirror ``abo.Trial.to_dict()`` so the OpenAPI schema describes w
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from pydantic_core import PydanticCustomError
 
-from abo.storage import StudyConfig
+from abo.spec import OPTIONS
 
 MAX_ASK = 64
 MAX_PAGE = 10_000
@@ -56,23 +56,45 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
-class StudyCreate(_Request):
-    """Create a study, or load it when one of that name exists with the same space."""
+class StudyCreateBase(_Request):
+    """What every create body has; the study's options are added from ``abo.spec``."""
 
     name: Name
+    load_if_exists: bool = True
     space: dict[str, Json] = Field(
         description="The search space as `abo.Space.to_json()` writes it."
     )
-    direction: Literal["minimize", "maximize"] = "minimize"
-    strategy: Annotated[str, Field(max_length=64)] = "qlognei"
+    outcomes: Json | list[Json] | None = Field(
+        default=None,
+        description="A dict of outcome name to 'minimize'/'maximize', or a list of "
+        "{name, kind, direction} (default: one objective 'value').",
+    )
+    direction: Literal["minimize", "maximize"] | None = Field(
+        default=None, description="The direction of a study of one objective."
+    )
     seed: Annotated[int | None, Field(ge=0, le=MAX_SEED)] = None
-    load_if_exists: bool = True
-    n_initial: Annotated[int | None, Field(ge=1, le=100_000)] = None
-    lease_seconds: Annotated[Finite, Field(gt=0, le=10 * 365 * 86400.0)] = 24 * 3600.0
-    max_retries: Annotated[int, Field(ge=0, le=100)] = 1
-    noise: Literal["auto", "deterministic"] = "auto"
-    max_staleness: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
-    max_exact: Annotated[int, Field(ge=10, le=100_000)] = StudyConfig.max_exact
+
+
+def _study_create() -> type[StudyCreateBase]:
+    """The create body: ``StudyCreateBase`` and every option of ``abo.spec.StudySpec`` (taken
+    from it, so a new study option is in the API the moment it is in the spec). The options
+    are validated by the spec itself, with the same errors as in Python."""
+    fields: dict[str, Any] = {}
+    for option, (default, doc) in OPTIONS.items():
+        kind: Any = Json if isinstance(default, dict) else Any
+        fields[option] = (kind, Field(default=default, description=doc))
+    return create_model(
+        "StudyCreate",
+        __base__=StudyCreateBase,
+        __doc__="Create a study, or load it when one of that name exists with the same space.",
+        **fields,
+    )
+
+
+if TYPE_CHECKING:
+    StudyCreate = StudyCreateBase
+else:
+    StudyCreate = _study_create()
 
 
 class AskRequest(_Request):
@@ -86,10 +108,31 @@ class AskRequest(_Request):
     )
 
 
-class TellRequest(_Request):
-    """The objective value of a running trial (a repeat with the same value is a no-op)."""
+def _values(value: Any) -> Any:
+    """A told value: a finite number, or a dict of outcome name to finite number (which
+    outcomes a study has is checked by the study, naming the outcome)."""
+    items = value.items() if isinstance(value, dict) else [(None, value)]
+    for name, number in items:
+        path = {"path": name} if name is not None else {}
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise PydanticCustomError(
+                "finite_number", "expected a number, got {got}", {"got": repr(number), **path}
+            )
+        if not math.isfinite(number):
+            raise PydanticCustomError(
+                "finite_number", "must be a finite number, got {got}", {"got": number, **path}
+            )
+    return value
 
-    value: Value
+
+Values = Annotated[Any, BeforeValidator(_values)]
+
+
+class TellRequest(_Request):
+    """A running trial's outcomes: a number (one objective) or a dict by outcome name (a
+    repeat with the same values is a no-op)."""
+
+    value: Values
     metadata: Json | None = None
     info: Json | None = None
 
@@ -127,7 +170,7 @@ class AddRequest(_Request):
     parameters and value is returned instead, unless ``allow_duplicate``."""
 
     params: Json
-    value: Value
+    value: Values
     metadata: Json | None = None
     allow_duplicate: bool = False
 
@@ -143,6 +186,10 @@ class TrialOut(BaseModel):
     reason: str | None = None
     retry_of: int | None = None
     attempt: int = 0
+    values: dict[str, float] = Field(default_factory=dict)
+    proposal: dict[str, Any] | None = Field(
+        default=None, description="How the parameters were chosen (abo's own record)."
+    )
     info: dict[str, Any] = Field(default_factory=dict)
     user: dict[str, Any] = Field(default_factory=dict)
     created_at: float
@@ -173,7 +220,9 @@ class StudyOut(BaseModel):
     """A study's definition and a summary of its trials."""
 
     name: str
+    spec: dict[str, Any] = Field(description="The whole study spec (`abo.spec.StudySpec`).")
     space: dict[str, Any]
+    outcomes: list[dict[str, Any]]
     direction: str
     strategy: str
     seed: int

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
 from abo.exceptions import StudyNotFoundError
-from abo.service.asks import AskLines, AskWant, PerTrialInfo
+from abo.service.asks import AskLines, AskWant
 from abo.storage import Storage
 from abo.study import Study
 from abo.trial import Trial
@@ -43,13 +43,12 @@ class ServiceState:
         ask_threads: int = 4,
     ) -> None:
         self.storage = storage
-        self._proxy = PerTrialInfo(storage)
-        self.asks = AskLines(self._proxy, max_waiting_asks, max_ask_batch, ask_threads)
+        self.asks = AskLines(max_waiting_asks, max_ask_batch, ask_threads)
         self._studies: dict[str, Study] = {}
         self._lock = threading.Lock()
 
     def _open(self, record: Any) -> Study:
-        return Study(cast(Storage, self._proxy), record, refit="background")
+        return Study(self.storage, record, refit="background")
 
     def study(self, name: str, created: float | None = None) -> Study:
         """The study called ``name``; with ``created``, only if it is the one created then

@@ -107,7 +107,7 @@ def _first_fill_arms(seed: int) -> tuple[list[str], list[str]]:
     for t in fill:  # then results arrive and each freed worker gets a new point
         study.tell(t.id, (t.params["x"] - 0.7) ** 2 + (t.params["y"] - 0.3) ** 2)
         later.append(study.ask(n_workers=4))
-    return [t.info["arm"] for t in fill], [t.info["arm"] for t in later]
+    return [t.proposal.arm for t in fill], [t.proposal.arm for t in later]
 
 
 @pytest.mark.slow

@@ -64,17 +64,19 @@ def _same_params(a: dict, b: dict) -> bool:
 @pytest.mark.parametrize("name", STRATEGIES)
 def test_mixed_space_bounds_seeds_and_info(name: str) -> None:
     trials = _run_mixed(name, seed=5)
-    modelled = [t for t in trials if t.info.get("strategy") not in ("sobol", None)]
+    modelled = [
+        t for t in trials if (t.proposal.strategy if t.proposal else None) not in ("sobol", None)
+    ]
     assert len(modelled) >= 4
     for t in trials:
         assert MIXED.validate(t.params) == t.params  # within bounds, valid types and choices
         assert isinstance(t.params["layers"], int) and t.params["opt"] in ("sgd", "adam", "rmsprop")
     for t in modelled:
-        assert t.info["strategy"] == name, t.info  # no fallback to random points
-        assert t.info["proposal_seconds"] >= 0
+        assert t.proposal.strategy == name, t.proposal  # no fallback to random points
+        assert t.proposal.seconds >= 0
         assert not t.info.get("deduplicated")
         if name in ARMS:
-            assert t.info["arm"] in ARMS[name]
+            assert t.proposal.arm in ARMS[name]
     again = _run_mixed(name, seed=5)
     assert all(_same_params(a.params, b.params) for a, b in zip(trials, again, strict=True))
     other = _run_mixed(name, seed=6, steps=2)  # the first model proposal is enough to differ
@@ -110,7 +112,7 @@ def test_no_duplicate_of_a_busy_or_evaluated_point(name: str) -> None:
         for trial in pending[:per_call]:
             study.tell(trial.id, _bowl(trial.params))
         pending = pending[per_call:]
-    assert all(t.info["strategy"] == name for t in proposed)
+    assert all(t.proposal.strategy == name for t in proposed)
     assert not any(t.info.get("deduplicated") for t in proposed)  # the study never had to
     assert sum(t.info.get("replaced") == "duplicate" for t in proposed) <= 15
     X = CUBE.to_unit_batch([t.params for t in study.trials if t.state is not TrialState.LOST])
@@ -212,7 +214,7 @@ def test_every_strategy_proposes_only_grid_values(name: str) -> None:
         trial = pending.pop(0)
         study.tell(trial.id, _stepped_loss(trial.params))
         pending += study.ask_batch(1 if name == "ucb" else 2, n_workers=4)
-    modelled = [t for t in study.trials if t.info.get("strategy") == name]
+    modelled = [t for t in study.trials if (t.proposal.strategy if t.proposal else None) == name]
     assert len(modelled) >= 4  # past the four Sobol points, all from the strategy
     for t in study.trials:
         assert STEPPED.validate(t.params) == t.params

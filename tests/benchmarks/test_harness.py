@@ -153,11 +153,11 @@ def test_loop_utilization_on_a_real_dask_cluster() -> None:
 
 
 def test_waiting_worker_seconds_counts_idle_workers_while_proposing() -> None:
-    from abo.trial import Trial, TrialState
+    from abo.trial import ProposalRecord, Trial, TrialState
     from benchmarks.loop_utilization import waiting_worker_seconds
 
     def trial(i: int, created: float, finished: float) -> Trial:
-        return Trial(i, "s", {}, TrialState.DONE, 0.0, info={"proposal_seconds": 1.0},
+        return Trial(i, "s", {}, TrialState.DONE, 0.0, proposal=ProposalRecord("x", seconds=1.0),
                      created_at=created, finished_at=finished)  # fmt: skip
 
     # proposing [0, 1) with both workers idle, then [1, 2) with one busy on the first trial

@@ -51,7 +51,7 @@ def test_equal_parameters_are_two_evaluations(executor: DaskExecutor, tmp_path: 
     log = tmp_path / "calls.txt"
     study = abo.create_study(SPACE, strategy="random", seed=0)
     study.enqueue({"x": 0.25})
-    study.enqueue({"x": 0.25})
+    study.enqueue({"x": 0.25}, allow_duplicate=True)  # on purpose
     study.optimize(functools.partial(_append, str(log)), n_trials=2, executor=executor)
     assert [t.params for t in study.trials] == [{"x": 0.25}, {"x": 0.25}]
     assert all(t.state is TrialState.DONE for t in study.trials)

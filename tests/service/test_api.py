@@ -56,7 +56,7 @@ def test_ask_reports_model_observations(api: httpx.Client, study_name: str) -> N
         )
     out = api.post(f"/studies/{study_name}/ask", json={"count": 1}).json()
     assert out["n_observations"] == 3
-    assert out["trials"][0]["info"]["n_observations"] == 3
+    assert out["trials"][0]["proposal"]["n_observations"] == 3
 
 
 def test_create_is_create_or_load_and_409_on_other_space(
@@ -165,8 +165,8 @@ def test_bad_enqueue_is_422_and_queues_nothing(
     r = api.post(f"/studies/{study_name}/enqueue", json={"params": good})
     assert r.status_code == 200 and r.json() == {"queued": True}
     asked = api.post(f"/studies/{study_name}/ask", json={"count": 2}).json()["trials"]
-    assert asked[0]["params"] == good and asked[0]["info"]["strategy"] == "enqueued"
-    assert asked[1]["info"]["strategy"] != "enqueued"  # the bad point was never queued
+    assert asked[0]["params"] == good and asked[0]["proposal"]["strategy"] == "enqueued"
+    assert asked[1]["proposal"]["strategy"] != "enqueued"  # the bad point was never queued
 
 
 def test_unknown_ids_are_404(api: httpx.Client, study_name: str) -> None:
@@ -324,7 +324,9 @@ def test_stored_nan_cannot_break_a_listing(
             (float("nan"), '{"weird": NaN, "big": Infinity}', t["id"], study_name),
         )
         conn.execute(  # a strategy this server does not have (a plugin of another host)
-            "UPDATE abo_studies SET strategy = 'plugin-only' WHERE name = ?", (study_name,)
+            "UPDATE abo_studies SET spec = json_set(spec, '$.strategy', 'plugin-only') "
+            "WHERE name = ?",
+            (study_name,),
         )
     r = api.get(f"/studies/{study_name}/trials")
     assert r.status_code == 200, r.text
@@ -471,9 +473,10 @@ def test_delete_study_and_its_users_get_404(api: httpx.Client, study_name: str) 
 
 
 @pytest.mark.parametrize("path", ["ask", "trials/1/tell"])
-def test_info_cannot_set_abos_own_record(api: httpx.Client, study_name: str, path: str) -> None:
+def test_info_never_reaches_abos_own_record(api: httpx.Client, study_name: str, path: str) -> None:
     """The repro: ``{"info": {"model": "resnet50"}}`` with an ask was stored over abo's GP
-    record, and every later ask of the study failed with a 500, for good."""
+    record, and every later ask of the study failed with a 500, for good. ``info`` is now the
+    caller's namespace; abo's record is the trial's ``proposal``."""
     make_study(api, study_name)
     if path.startswith("trials"):
         api.post(f"/studies/{study_name}/ask", json={"count": 1})
@@ -481,8 +484,67 @@ def test_info_cannot_set_abos_own_record(api: httpx.Client, study_name: str, pat
     else:
         body = {"count": 1, "info": {"model": "resnet50"}}
     r = api.post(f"/studies/{study_name}/{path}", json=body)
-    assert r.status_code == 422, r.text
-    assert r.json()["error"]["field"] == "info.model"
-    trials = api.get(f"/studies/{study_name}/trials").json()["trials"]
-    assert all("model" not in t["info"] or isinstance(t["info"]["model"], dict) for t in trials)
-    assert api.post(f"/studies/{study_name}/ask", json={"count": 1}).status_code == 200
+    assert r.status_code == 200, r.text
+    trial = r.json()["trials"][0] if path == "ask" else r.json()
+    assert trial["info"]["model"] == "resnet50" and trial["proposal"]["strategy"]
+    for _ in range(4):  # past the initial design: the model proposes, from its own record
+        asked = api.post(f"/studies/{study_name}/ask", json={"count": 1})
+        assert asked.status_code == 200, asked.text
+        t = asked.json()["trials"][0]
+        api.post(f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": 0.5})
+
+
+def test_every_study_option_is_in_the_api(api: httpx.Client, study_name: str) -> None:
+    """The create body takes every option of ``abo.spec`` (strategy_options and refit were
+    missing before), validated with the same errors as in Python."""
+    from abo.spec import OPTIONS
+
+    created = make_study(
+        api,
+        study_name,
+        strategy="thompson",
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+        refit="background",
+        max_staleness=7,
+        outcomes={"loss": "minimize"},
+    )
+    spec = created["spec"]
+    assert set(OPTIONS) <= set(spec)
+    assert spec["strategy_options"] == {"raw_samples": 64, "num_restarts": 2}
+    assert (spec["refit"], spec["max_staleness"]) == ("background", 7)
+    assert created["outcomes"] == [{"name": "loss", "kind": "objective", "direction": "minimize"}]
+    bad = {"name": "other", "space": created["space"], "refit": "sometimes"}
+    r = api.post("/studies", json=bad)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "refit", r.text
+    bad = {"name": "other", "space": created["space"], "strategy_options": {"nope": 1}}
+    r = api.post("/studies", json=bad)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "strategy_options", r.text
+
+
+def test_several_outcomes_over_http_and_the_client(server: Server, study_name: str) -> None:
+    from abo.service import Client
+
+    with Client(server.url) as client:
+        study = client.create_study(
+            SPACE, name=study_name, outcomes={"error": "minimize", "cost": "maximize"},
+            strategy="random", seed=0,
+        )  # fmt: skip
+        assert [o.name for o in study.outcomes] == ["error", "cost"]
+        t = study.ask()
+        with pytest.raises(abo.InvalidValueError, match="value.cost: missing"):
+            study.tell(t.id, {"error": 0.5})
+        done = study.tell(t.id, {"error": 0.5, "cost": 2.0})
+        assert done.values == {"error": 0.5, "cost": 2.0} and done.value is None
+        with httpx.Client(base_url=server.url + "/api/v1") as api:
+            t2 = api.post(f"/studies/{study_name}/ask", json={}).json()["trials"][0]
+            r = api.post(
+                f"/studies/{study_name}/trials/{t2['id']}/tell",
+                json={"value": {"error": 1.0, "cost": "NaN"}},
+            )
+            assert r.status_code == 422 and r.json()["error"]["field"] == "value.cost", r.text
+            r = api.post(
+                f"/studies/{study_name}/trials/{t2['id']}/tell",
+                json={"value": {"error": 1.0, "costs": 1.0}},
+            )
+            assert r.status_code == 422 and r.json()["error"]["field"] == "value.costs", r.text
+            assert api.get(f"/studies/{study_name}/trials/{t2['id']}").json()["state"] == "running"

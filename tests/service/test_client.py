@@ -21,17 +21,25 @@ def client(server: Server):
         yield c
 
 
-def test_remote_study_has_the_methods_of_study() -> None:
-    wanted = [
-        "ask", "ask_batch", "tell", "fail", "lose", "heartbeat", "enqueue", "add", "optimize",
-        "trial", "__len__", "delete",
-    ]  # fmt: skip
-    for name in wanted:
-        local = inspect.signature(getattr(abo.Study, name))
-        remote = inspect.signature(getattr(RemoteStudy, name))
-        assert list(local.parameters) == list(remote.parameters), name
-    for prop in ["best", "trials", "pending", "name", "space", "direction", "config", "seed"]:
-        assert isinstance(getattr(RemoteStudy, prop), property), prop
+def test_study_and_remote_study_are_both_study_like() -> None:
+    """One protocol (``abo.protocol.StudyLike``) for the loop, the CLI and the plots: both
+    kinds of study have every member, with the same parameters."""
+    from abo.protocol import StudyLike
+
+    members = [m for m in dir(StudyLike) if not m.startswith("_") or m == "__len__"]
+    members = [m for m in members if m not in dir(object) or m == "__len__"]
+    assert {"ask_batch", "tell", "best", "spec", "outcomes", "delete"} <= set(members)
+    for name in members:
+        want = inspect.getattr_static(StudyLike, name)
+        for kind in (abo.Study, RemoteStudy):
+            got = inspect.getattr_static(kind, name, None)
+            assert got is not None, (kind.__name__, name)
+            if isinstance(want, property):
+                assert isinstance(got, property), (kind.__name__, name)
+            else:
+                wanted = list(inspect.signature(want).parameters)
+                assert list(inspect.signature(got).parameters) == wanted, (kind.__name__, name)
+    assert isinstance(abo.create_study(SPACE, strategy="random"), StudyLike)
 
 
 def test_ask_tell_and_errors_map_back(client: Client, study_name: str) -> None:

@@ -161,6 +161,29 @@ def test_create_app_and_serve_refuse_immutable_storage(
     assert "cannot be written" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
+def test_a_study_collected_while_its_files_are_immutable_does_not_fault(
+    tmp_path: Path, immutable: list[Path]
+) -> None:
+    db = tmp_path / "collected.db"
+    code = f"""
+import gc, os, subprocess, abo
+study = abo.create_study(abo.Space({{"x": abo.Float(0, 1)}}), name="c",
+                         storage="sqlite:///{db}", strategy="random")
+study.tell(study.ask().id, 1.0)  # connections open, -shm mapped and written
+files = [p for p in ("{db}", "{db}-wal", "{db}-shm") if os.path.exists(p)]
+print(*files, sep="\\n", flush=True)
+subprocess.run(["chattr", "+i", *files], check=True)
+del study
+gc.collect()  # closing those connections now would fault the process (SIGBUS)
+print("alive")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = proc.stdout.split()
+    immutable += [Path(p) for p in lines if p != "alive"]  # made mutable again by the fixture
+    assert proc.returncode == 0 and lines[-1:] == ["alive"], (proc.returncode, proc.stderr)
+
+
 @pytest.mark.postgres
 def test_create_app_refuses_a_read_only_postgres(pg_url: str) -> None:
     abo.create_study(SPACE, name="replica", storage=pg_url, strategy="random")

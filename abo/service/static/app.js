@@ -114,7 +114,7 @@ function table(study, trials) {
   const bestId = study.best ? study.best.id : null;
   const rows = trials.slice().sort((a, b) => b.id - a.id).map((t) => {
     const tr = el("tr", { "data-trial-id": t.id, "data-state": t.state, class: t.id === bestId ? "best" : "" });
-    const arm = [t.info.strategy, t.info.arm].filter((v) => v !== undefined && v !== null).join(" / ");
+    const arm = [(t.proposal || {}).strategy, (t.proposal || {}).arm].filter((v) => v !== undefined && v !== null).join(" / ");
     const cells = [t.id, t.state, t.value, t.duration, arm, ...names.map((n) => t.params[n])];
     cells.forEach((c, i) => tr.appendChild(el("td", i === 1 ? { class: "state-" + t.state } : {}, fmt(c))));
     return tr;

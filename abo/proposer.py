@@ -1,0 +1,248 @@
+"""How a point is proposed: the initial design, the model, the strategy, rounding, duplicates.
+
+The ``Proposer`` has no I/O. It is handed the study's trials (a snapshot) and returns new
+parameters with the ``ProposalRecord`` of each; ``Study`` stores them. What it owns:
+
+* the **initial design**: the first ``n_initial`` points are scrambled Sobol, counted from the
+  trials whose record says ``sobol`` (so a resumed study continues the same sequence);
+* the **model state**: the GP is fitted (``abo.refit``) warm-started from the ``ModelRecord``
+  on the study's newest model-proposed trial, so a resumed study proposes what an
+  uninterrupted one would;
+* **rounding** onto valid parameters and **duplicate removal** with one tolerance
+  (``DUPLICATE_TOL``, shared with the strategies): a point that repeats a busy or evaluated one
+  is replaced by a random valid point, and its record says so;
+* the **seeded RNG**: every proposal runs under one seed derived from the study's seed and
+  the number of trials so far (the same seed and the same order of tells give the same points).
+
+A model that cannot be fitted falls back to quasi-random points with a warning (the study goes
+on); a strategy that raises is a ``StrategyError`` with its cause, never silent random points.
+
+Example:
+    >>> import abo
+    >>> spec = abo.spec.StudySpec.create(abo.Space({"x": abo.Float(0, 1)}), seed=1)
+    >>> [record.strategy for _, record in Proposer(spec).propose([], 2)]
+    ['sobol', 'sobol']
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
+from abo.exceptions import AboWarning, StrategyError, SurrogateFitError
+from abo.refit import ModelManager
+from abo.registry import make_strategy
+from abo.space import ParamValue
+from abo.spec import StudySpec
+from abo.surrogate import FittedModel
+from abo.trial import ModelRecord, ProposalRecord, Trial, TrialState
+
+MIN_OBSERVATIONS = 2  # the GP needs at least this many results
+
+
+def derive_seed(seed: int, counter: int) -> int:
+    """The proposal seed after ``counter`` trials (a fixed mix of the study's seed)."""
+    return (seed * 1_000_003 + counter * 7919 + 17) % (2**62)
+
+
+def stored_model(trials: Sequence[Trial]) -> ModelRecord | None:
+    """The newest GP record on a trial (malformed records were dropped when read)."""
+    for t in reversed(trials):
+        if t.proposal is not None and t.proposal.model is not None:
+            return t.proposal.model
+    return None
+
+
+class Proposer:
+    """Proposes new points for a study (see the module docstring); thread-compatible.
+
+    Args:
+        spec: the study's definition.
+        refit: overrides the spec's refit policy in this process (the service: background).
+    """
+
+    def __init__(self, spec: StudySpec, refit: str | None = None) -> None:
+        self.spec = spec
+        self.strategy = make_strategy(spec.strategy, **dict(spec.strategy_options))
+        self.models = ModelManager(
+            noise=spec.noise,
+            mode=refit or spec.refit,
+            max_staleness=spec.max_staleness,
+            max_exact=spec.max_exact,
+        )
+        self._units: dict[int, list[float]] = {}
+
+    # -- encoding -----------------------------------------------------------------------------
+    def unit(self, trials: Sequence[Trial]) -> Tensor:
+        """``n x D`` unit-cube encodings of the trials' parameters, cached per trial id (a
+        trial's parameters never change), so a study of thousands of trials encodes each once."""
+        rows = []
+        for t in trials:
+            row = self._units.get(t.id)
+            if row is None:
+                row = self._units[t.id] = self.spec.space.to_unit(t.params).tolist()
+            rows.append(row)
+        if not rows:
+            return torch.zeros(0, self.spec.space.dim, dtype=torch.double)
+        return torch.tensor(rows, dtype=torch.double)
+
+    def observations(self, trials: Sequence[Trial]) -> tuple[list[Trial], Tensor, Tensor]:
+        """Model data: done trials as utilities (larger is better), failed ones at the worst.
+
+        A failed trial says its parameters are bad (the objective raised, diverged or timed
+        out); modelling it at the worst observed utility steers proposals away from the region
+        instead of proposing it again and again.
+        """
+        objective = self.spec.objective
+        done = [t for t in trials if t.state is TrialState.DONE and objective.name in t.values]
+        failed = [t for t in trials if t.state is TrialState.FAILED]
+        utilities = [objective.sign * t.values[objective.name] for t in done]
+        worst = min(utilities) if utilities else 0.0
+        observed = [*done, *failed] if utilities else list(done)
+        Y = utilities + ([worst] * len(failed) if utilities else [])
+        return observed, self.unit(observed), torch.tensor(Y, dtype=torch.double).reshape(-1, 1)
+
+    # -- proposing ----------------------------------------------------------------------------
+    def propose(
+        self, trials: Sequence[Trial], m: int, n_workers: int | None = None
+    ) -> list[tuple[dict[str, ParamValue], ProposalRecord]]:
+        """``m`` new parameter sets and their records, with every running trial busy."""
+        space = self.spec.space
+        seed = derive_seed(self.spec.seed, len(trials))
+        needs_model = self.strategy.needs_model
+        done = sum(1 for t in trials if t.state is TrialState.DONE)
+        seen = sum(1 for t in trials if t.state is not TrialState.LOST and t.attempt == 0)
+        designed = sum(
+            1 for t in trials if t.proposal is not None and t.proposal.strategy == "sobol"
+        )
+        n_sobol = m if needs_model and done < MIN_OBSERVATIONS else 0
+        n_sobol = max(n_sobol, min(m, max(0, self.spec.resolved_n_initial - seen)))
+
+        X_new: list[Tensor] = []
+        records: list[ProposalRecord] = []
+        if n_sobol:
+            engine = SobolEngine(space.dim, scramble=True, seed=self.spec.seed % (2**31))
+            points = engine.draw(designed + n_sobol, dtype=torch.double)[designed:]
+            X_new.append(space.round(points))
+            records += [ProposalRecord("sobol") for _ in range(n_sobol)]
+        if m - n_sobol:
+            running = [t for t in trials if t.state is TrialState.RUNNING]
+            pending = torch.cat([self.unit(running), *X_new])
+            X, new_records = self._run_strategy(m - n_sobol, trials, pending, seed, n_workers)
+            X_new.append(space.round(X))
+            records += new_records
+        X_all, records = self._deduplicate(torch.cat(X_new), trials, seed, records)
+        return [(space.from_unit(x), r) for x, r in zip(X_all, records, strict=True)]
+
+    def _model(
+        self, observed: Sequence[Trial], X: Tensor, Y: Tensor, stored: ModelRecord | None
+    ) -> tuple[FittedModel | None, ModelRecord | None]:
+        """The GP for this data (see ``abo.refit``) and its record (``None, None``: no model)."""
+        key = tuple(t.id for t in observed)
+        try:
+            fitted, n_fit = self.models.model(key, X, Y, stored.to_json() if stored else None)
+        except SurrogateFitError as exc:
+            warnings.warn(f"{exc}; proposing quasi-random points", AboWarning, stacklevel=4)
+            return None, None
+        return fitted, ModelRecord(**self.models.record(fitted, key, n_fit))
+
+    def _run_strategy(
+        self,
+        m: int,
+        trials: Sequence[Trial],
+        X_pending: Tensor,
+        seed: int,
+        n_workers: int | None,
+    ) -> tuple[Tensor, list[ProposalRecord]]:
+        t0 = time.perf_counter()
+        needs_model = self.strategy.needs_model
+        with torch.random.fork_rng():  # anything drawing from torch's global RNG is seeded
+            torch.manual_seed(seed)
+            if needs_model:
+                observed, X, Y = self.observations(trials)
+                fitted, model = self._model(observed, X, Y, stored_model(trials))
+            else:
+                observed, fitted, model = [], None, None
+                X = torch.zeros(0, self.spec.space.dim, dtype=torch.double)
+                Y = torch.zeros(0, 1, dtype=torch.double)
+            t_fit = time.perf_counter() - t0
+            ctx = ProposalContext(
+                model=fitted.model if fitted else None,
+                X=X,
+                Y=Y,
+                X_pending=X_pending,
+                bounds=self.spec.space.bounds,
+                generator=torch.Generator().manual_seed(seed),
+                round=self.spec.space.round,
+                n_trials=len(trials),
+                n_workers=n_workers,
+                n_initial=self.spec.resolved_n_initial,
+            )
+            if needs_model and fitted is None:
+                proposal = Proposal(ctx.uniform(m), [{"strategy": "random"}] * m)
+            else:
+                try:
+                    proposal = self.strategy.propose(ctx, m)
+                except Exception as exc:
+                    raise StrategyError(
+                        f"strategy: {self.spec.strategy} failed to propose "
+                        f"({type(exc).__name__}: {exc})",
+                        field="strategy",
+                    ) from exc
+        seconds = time.perf_counter() - t0
+        common: dict[str, Any] = {
+            "seconds": round(seconds / m, 6),
+            "fit_seconds": round(t_fit, 6),
+            "n_observations": fitted.n if fitted else len(observed),
+            "gp_points": int(fitted.model.train_inputs[0].shape[-2]) if fitted else None,
+            "fit_observations": model.n if model else None,
+            "model": model,
+            "fallback": needs_model and fitted is None,
+        }
+        records = []
+        for info in proposal.info:
+            details = {k: v for k, v in info.items() if k not in ("strategy", "arm")}
+            arm = info.get("arm")
+            records.append(
+                ProposalRecord(
+                    strategy=str(info.get("strategy", self.spec.strategy)),
+                    arm=str(arm) if arm is not None else None,
+                    details=details,
+                    **common,
+                )
+            )
+        return proposal.X, records
+
+    def _deduplicate(
+        self, X: Tensor, trials: Sequence[Trial], seed: int, records: list[ProposalRecord]
+    ) -> tuple[Tensor, list[ProposalRecord]]:
+        """Replace proposals that repeat a busy or evaluated point by random valid points."""
+        space = self.spec.space
+        existing = self.unit([t for t in trials if t.state is not TrialState.LOST])
+        gen = torch.Generator().manual_seed(seed + 1)
+        out: list[Tensor] = []
+        records = list(records)
+        for i, x in enumerate(X):
+            ref = torch.cat([existing, *[o.unsqueeze(0) for o in out]])
+            candidate = x
+            for _ in range(100):
+                if ref.shape[0] == 0 or torch.cdist(candidate[None], ref).min() > DUPLICATE_TOL:
+                    break
+                uniform = torch.rand(1, space.dim, generator=gen, dtype=torch.double)
+                candidate = space.round(uniform)[0]
+                records[i] = _with(records[i], deduplicated=True)
+            out.append(candidate)
+        return torch.stack(out), records
+
+
+def _with(record: ProposalRecord, **changes: Any) -> ProposalRecord:
+    from dataclasses import replace
+
+    return replace(record, **changes)

@@ -1,0 +1,115 @@
+"""``StudyLike``: what a local ``Study`` and a service's ``RemoteStudy`` both are.
+
+The asynchronous loop, the CLI and the plots are written against this protocol, so they drive
+a study in this process and one on a service alike (a test checks that both satisfy it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from abo.outcomes import Outcome
+from abo.space import Space
+from abo.spec import StudySpec
+from abo.trial import Trial
+
+if TYPE_CHECKING:
+    from abo.executors.base import Executor
+    from abo.loop import OptimizeResult
+
+
+@runtime_checkable
+class StudyLike(Protocol):
+    """The ask/tell surface of a study, wherever it lives."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> StudySpec: ...
+
+    @property
+    def config(self) -> StudySpec: ...
+
+    @property
+    def space(self) -> Space: ...
+
+    @property
+    def outcomes(self) -> tuple[Outcome, ...]: ...
+
+    @property
+    def direction(self) -> str: ...
+
+    @property
+    def strategy(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def trials(self) -> list[Trial]: ...
+
+    @property
+    def pending(self) -> list[Trial]: ...
+
+    @property
+    def best(self) -> Trial | None: ...
+
+    def trial(self, trial_id: int) -> Trial: ...
+
+    def __len__(self) -> int: ...
+
+    def ask(self, n_workers: int | None = None, info: Mapping[str, Any] | None = None) -> Trial: ...
+
+    def ask_batch(
+        self,
+        n: int,
+        n_workers: int | None = None,
+        info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[Trial]: ...
+
+    def tell(
+        self,
+        trial_id: int,
+        value: Any,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        info: Mapping[str, Any] | None = None,
+    ) -> Trial: ...
+
+    def fail(
+        self,
+        trial_id: int,
+        reason: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        info: Mapping[str, Any] | None = None,
+    ) -> Trial: ...
+
+    def lose(self, trial_id: int, reason: str) -> Trial: ...
+
+    def heartbeat(self, trial_id: int) -> Trial: ...
+
+    def enqueue(self, params: Mapping[str, Any], *, allow_duplicate: bool = False) -> bool: ...
+
+    def add(
+        self,
+        params: Mapping[str, Any],
+        value: Any,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        allow_duplicate: bool = False,
+    ) -> Trial: ...
+
+    def delete(self) -> None: ...
+
+    def optimize(
+        self,
+        objective: Callable[..., Any],
+        n_trials: int,
+        n_workers: int | None = 4,
+        executor: Executor | None = None,
+        callback: Callable[[Any, Trial], None] | None = None,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> OptimizeResult: ...

@@ -1,0 +1,273 @@
+"""What a study is: one frozen, validated ``StudySpec``, stored with the study.
+
+Every interface builds its study from this one description: ``abo.create_study(space,
+**options)``, the HTTP API's create body, ``Client.create_study`` and the ``[study]`` table of
+an ``abo run`` file all pass the same option names to ``StudySpec.create``, and the service's
+schema and the TOML loader list their keys from ``OPTIONS``. A new option is added here, once.
+Validation happens here, once, and every error carries a real ``field``.
+
+Example:
+    >>> import abo
+    >>> spec = StudySpec.create(abo.Space({"x": abo.Float(0, 1)}), seed=3, strategy="random")
+    >>> spec.objective.direction, spec.strategy, spec.seed
+    ('minimize', 'random', 3)
+    >>> StudySpec.from_json(spec.to_json()) == spec
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from abo.exceptions import AboError, SearchSpaceError
+from abo.outcomes import Objective, Outcome, objectives, outcomes_to_json, parse_outcomes
+from abo.space import Space
+
+MAX_SEED = 2**63  # stored as a signed 64-bit integer
+REFIT_MODES = ("sync", "background", "full")
+NOISE_MODES = ("auto", "deterministic")
+MAX_EXACT = 500  # observations above which the GP sees a subset (abo.surrogate)
+MODEL_FREE = ("random",)  # strategies that need no model (and so work for any outcomes)
+
+
+def _doc(text: str) -> dict[str, str]:
+    return {"doc": text}
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A study's definition: its space, outcomes, strategy and how trials are run and kept.
+
+    Build one with ``StudySpec.create`` (validates and draws a seed when none is given).
+    """
+
+    space: Space
+    outcomes: tuple[Outcome, ...] = field(
+        default=(Objective(),),
+        metadata=_doc(
+            "The outcomes: a dict of name to 'minimize'/'maximize' (default: one objective "
+            "called 'value', minimised; 'direction' sets its direction)."
+        ),
+    )
+    strategy: str = field(default="qlognei", metadata=_doc("A name from abo.strategies()."))
+    strategy_options: Mapping[str, Any] = field(
+        default_factory=dict, metadata=_doc("Keyword arguments for the strategy.")
+    )
+    seed: int = field(
+        default=0, metadata=_doc("Fixes every random choice; drawn (and stored) when omitted.")
+    )
+    n_initial: int | None = field(
+        default=None,
+        metadata=_doc("Quasi-random points before the model (default 2 x parameters, >= 2)."),
+    )
+    lease_seconds: float = field(
+        default=24 * 3600.0,
+        metadata=_doc("A running trial without a heartbeat for this long is lost."),
+    )
+    max_retries: int = field(
+        default=1, metadata=_doc("How often a lost trial's parameters are retried.")
+    )
+    noise: str = field(
+        default="auto",
+        metadata=_doc("'auto' (learned) or 'deterministic' (the GP interpolates the data)."),
+    )
+    refit: str = field(
+        default="sync",
+        metadata=_doc(
+            "'sync' (refit before each proposal: reproducible), 'background' (asks never "
+            "wait for a fit) or 'full' (a multi-start refit before each proposal)."
+        ),
+    )
+    max_staleness: int | None = field(
+        default=None,
+        metadata=_doc(
+            "With refit='background', the most observations the proposing hyperparameters "
+            "may lag behind the data (default 20, and a tenth of the data past 50)."
+        ),
+    )
+    max_exact: int = field(
+        default=MAX_EXACT,
+        metadata=_doc("The most observations the GP is fitted on (a subset above it)."),
+    )
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        space: Space | Mapping[str, Any],
+        *,
+        outcomes: Any = None,
+        direction: str | None = None,
+        seed: int | None = None,
+        **options: Any,
+    ) -> StudySpec:
+        """A checked spec from the options every interface takes (``OPTIONS``).
+
+        Raises:
+            AboError: the first bad option, its ``field`` naming it.
+        """
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise AboError(
+                f"{unknown[0]}: not a study option (options: {', '.join(sorted(OPTIONS))})",
+                field=unknown[0],
+            )
+        if not isinstance(space, Space):
+            if not isinstance(space, Mapping):
+                raise SearchSpaceError(
+                    f"space: expected an abo.Space or a dict of parameters, got "
+                    f"{type(space).__name__}",
+                    field="space",
+                )
+            space = Space.from_json(space) if _is_json_space(space) else Space(space)
+        if direction is not None and direction not in ("minimize", "maximize"):
+            raise AboError(
+                f"direction: expected 'minimize' or 'maximize', got {direction!r}",
+                field="direction",
+            )
+        if seed is None:
+            seed = int.from_bytes(os.urandom(4), "little")
+        if "strategy_options" in options and options["strategy_options"] is None:
+            del options["strategy_options"]  # None: the strategy's defaults
+        parsed = parse_outcomes(outcomes, direction)
+        spec = cls(space=space, outcomes=parsed, seed=seed, **options)
+        spec.check()
+        return spec
+
+    def check(self) -> None:
+        """Validate every field (``AboError`` with ``field`` set); ``create`` calls it."""
+        _check_int(self.seed, "seed", 0, MAX_SEED - 1, "an integer in [0, 2**63)")
+        if self.n_initial is not None:
+            _check_int(self.n_initial, "n_initial", 1, 1_000_000, "a positive integer")
+        lease = self.lease_seconds
+        if (
+            isinstance(lease, bool)
+            or not isinstance(lease, numbers.Real)
+            or not 0 < float(lease) < math.inf
+        ):
+            raise AboError(
+                f"lease_seconds: expected a positive, finite number, got {lease!r}",
+                field="lease_seconds",
+            )
+        _check_int(self.max_retries, "max_retries", 0, 1000, "a non-negative integer")
+        _check_choice(self.noise, "noise", NOISE_MODES)
+        _check_choice(self.refit, "refit", REFIT_MODES)
+        if self.max_staleness is not None:
+            _check_int(self.max_staleness, "max_staleness", 0, 10**9, "a non-negative integer")
+        _check_int(self.max_exact, "max_exact", 10, 10**7, "an integer of at least 10")
+        if not isinstance(self.strategy_options, Mapping):
+            raise AboError(
+                f"strategy_options: expected a dict, got {type(self.strategy_options).__name__}",
+                field="strategy_options",
+            )
+        if not isinstance(self.strategy, str):
+            raise AboError(f"strategy: expected a name, got {self.strategy!r}", field="strategy")
+        from abo.registry import check_strategy, make_strategy
+
+        check_strategy(self.strategy)
+        if len(objectives(self.outcomes)) > 1 and self.strategy not in MODEL_FREE:
+            names = ", ".join(o.name for o in self.outcomes)
+            raise AboError(
+                f"strategy: {self.strategy!r} models one objective and this study has "
+                f"{len(self.outcomes)} ({names}); strategies for several objectives: "
+                f"{', '.join(MODEL_FREE)}",
+                field="strategy",
+            )
+        try:
+            make_strategy(self.strategy, **dict(self.strategy_options))
+        except AboError:
+            raise
+        except TypeError as exc:
+            raise AboError(f"strategy_options: {exc}", field="strategy_options") from None
+
+    # -- views ----------------------------------------------------------------------------
+    @property
+    def objectives(self) -> tuple[Objective, ...]:
+        return objectives(self.outcomes)
+
+    @property
+    def objective(self) -> Objective:
+        """The study's one objective (``AboError`` for a study of several)."""
+        objs = self.objectives
+        if len(objs) != 1:
+            raise AboError(
+                f"outcomes: this study has {len(objs)} objectives "
+                f"({', '.join(o.name for o in objs)}), not one",
+                field="outcomes",
+            )
+        return objs[0]
+
+    @property
+    def direction(self) -> str:
+        """The direction of a single-objective study; ``"multi"`` for several objectives."""
+        objs = self.objectives
+        return objs[0].direction if len(objs) == 1 else "multi"
+
+    @property
+    def resolved_n_initial(self) -> int:
+        """Size of the quasi-random initial design (default ``2 *`` parameters, at least 2)."""
+        return self.n_initial if self.n_initial is not None else max(2, 2 * len(self.space))
+
+    def replace(self, **changes: Any) -> StudySpec:
+        spec = replace(self, **changes)
+        spec.check()
+        return spec
+
+    # -- JSON -----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the form stored with the study and sent over HTTP)."""
+        out: dict[str, Any] = {"space": self.space.to_json()}
+        out["outcomes"] = outcomes_to_json(self.outcomes)
+        for f in fields(self):
+            if f.name not in ("space", "outcomes"):
+                value = getattr(self, f.name)
+                out[f.name] = dict(value) if isinstance(value, Mapping) else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StudySpec:
+        """The spec ``to_json`` wrote (stored specs are trusted: not re-checked)."""
+        options = {k: v for k, v in data.items() if k in OPTIONS}
+        options["strategy_options"] = dict(options.get("strategy_options") or {})
+        options["seed"] = int(data["seed"])
+        return cls(
+            space=Space.from_json(data["space"]),
+            outcomes=parse_outcomes(data.get("outcomes")),
+            **options,
+        )
+
+
+def _is_json_space(space: Mapping[str, Any]) -> bool:
+    return all(isinstance(v, Mapping) for v in space.values())
+
+
+def _check_int(value: Any, name: str, low: int, high: int, what: str) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or not low <= int(value) <= high
+    ):
+        raise AboError(f"{name}: expected {what}, got {value!r}", field=name)
+
+
+def _check_choice(value: Any, name: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise AboError(f"{name}: expected one of {', '.join(choices)}, got {value!r}", field=name)
+
+
+# every option a study takes beside its space and outcomes, with its default and description
+OPTIONS: dict[str, tuple[Any, str]] = {
+    f.name: (
+        f.default_factory() if callable(f.default_factory) else f.default,
+        f.metadata.get("doc", ""),
+    )
+    for f in fields(StudySpec)
+    if f.name not in ("space", "outcomes", "seed")
+}
+CREATE_OPTIONS = ("outcomes", "direction", "seed", *OPTIONS)
+"""The keyword arguments of ``StudySpec.create`` beside the space: what every interface takes."""

@@ -1,0 +1,171 @@
+"""The SQL tables (schema version 2) and the in-place upgrade of older databases.
+
+Version 2 adds to version 1: the study's whole ``spec`` (JSON) beside the columns version 1
+kept (space, direction, strategy, seed, config: still written, no longer read), and per trial
+its ``outcomes`` (named values, JSON) and ``proposal`` (abo's own record, JSON), apart from
+the caller's ``info``. A version-1 database is upgraded when first opened, in one transaction:
+columns are added and filled from what version 1 stored (its one objective was called
+``value``; its proposal records were keys of ``info``, which is left as it was), and the
+upgrade is logged and recorded in ``abo_meta`` (``upgraded_from_1``). A database of a newer
+version than this code is refused. Nothing else is ever rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from abo.exceptions import StorageError
+from abo.storage.base import SCHEMA_VERSION
+
+log = logging.getLogger("abo")
+
+metadata = sa.MetaData()
+meta = sa.Table(
+    "abo_meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+studies = sa.Table(
+    "abo_studies",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("space", sa.Text, nullable=False),
+    sa.Column("direction", sa.String(16), nullable=False),
+    sa.Column("strategy", sa.String(64), nullable=False),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("config", sa.Text, nullable=False),
+    sa.Column("n_trials", sa.Integer, nullable=False, default=0),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("spec", sa.Text, nullable=True),  # v2
+)
+trials = sa.Table(
+    "abo_trials",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "study_id", sa.Integer, sa.ForeignKey("abo_studies.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("number", sa.Integer, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("params", sa.Text, nullable=False),
+    sa.Column("value", sa.Float(precision=53), nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("retry_of", sa.Integer, nullable=True),
+    sa.Column("attempt", sa.Integer, nullable=False, default=0),
+    sa.Column("info", sa.Text, nullable=False),
+    sa.Column("user_attrs", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float(precision=53), nullable=False),
+    sa.Column("finished_at", sa.Float(precision=53), nullable=True),
+    sa.Column("lease_expires_at", sa.Float(precision=53), nullable=True),
+    sa.Column("outcomes", sa.Text, nullable=True),  # v2
+    sa.Column("proposal", sa.Text, nullable=True),  # v2
+    sa.UniqueConstraint("study_id", "number", name="uq_trial_number"),
+    sa.Index("ix_trials_study_state", "study_id", "state"),
+)
+queue = sa.Table(
+    "abo_queue",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "study_id", sa.Integer, sa.ForeignKey("abo_studies.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("params", sa.Text, nullable=False),
+    sa.Column("retry_of", sa.Integer, nullable=True),
+    sa.Column("attempt", sa.Integer, nullable=False, default=0),
+    sa.Column("info", sa.Text, nullable=False),  # the queued point's proposal record
+    sa.Column("created_at", sa.Float(precision=53), nullable=False),
+)
+
+# keys version 1 kept in a trial's info that belong to abo's proposal record
+V1_PROPOSAL_KEYS = (
+    "strategy", "arm", "proposal_seconds", "fit_seconds", "n_observations", "gp_points",
+    "fit_observations", "model", "deduplicated", "fallback", "joint", "beta",
+)  # fmt: skip
+
+
+def version(conn: Connection, lock: bool = False) -> int | None:
+    """The stored schema version (``None`` for an empty database); ``lock`` holds the row
+    (PostgreSQL) so that two processes upgrading at once take turns."""
+    if not sa.inspect(conn).has_table("abo_meta"):
+        return None
+    query = sa.select(meta.c.value).where(meta.c.key == "schema_version")
+    if lock and conn.dialect.name != "sqlite":
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    if row is None:
+        return None
+    try:
+        return int(row[0])
+    except ValueError:
+        raise StorageError(f"storage: unreadable schema version {row[0]!r}") from None
+
+
+def initialise(conn: Connection, where: str) -> None:
+    """Create the tables of an empty database, or upgrade an older one (one transaction)."""
+    found = version(conn)
+    if found is None:
+        metadata.create_all(conn)
+        conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+        return
+    if found > SCHEMA_VERSION:
+        raise StorageError(
+            f"storage: {where} has schema version {found}, written by a newer abo; this abo "
+            f"reads versions up to {SCHEMA_VERSION} (upgrade abo to use it)"
+        )
+    if found == 1 and version(conn, lock=True) == 1:  # not upgraded meanwhile by another
+        _upgrade_1_to_2(conn, where)
+    elif found != SCHEMA_VERSION:
+        raise StorageError(f"storage: {where} has unknown schema version {found}")
+
+
+def _upgrade_1_to_2(conn: Connection, where: str) -> None:
+    from abo.outcomes import DEFAULT_NAME, Objective, outcomes_to_json
+
+    started = time.time()
+    for table, column in (
+        ("abo_studies", "spec"),
+        ("abo_trials", "outcomes"),
+        ("abo_trials", "proposal"),
+    ):  # noqa: E501
+        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+    for row in conn.execute(sa.select(studies)).all():
+        config = json.loads(row.config)
+        spec: dict[str, Any] = {
+            "space": json.loads(row.space),
+            "outcomes": outcomes_to_json([Objective(DEFAULT_NAME, row.direction)]),
+            "strategy": row.strategy,
+            "seed": int(row.seed),
+            **{k: v for k, v in config.items()},
+        }
+        conn.execute(studies.update().where(studies.c.id == row.id).values(spec=json.dumps(spec)))
+    rows = conn.execute(sa.select(trials.c.id, trials.c.value, trials.c.info)).all()
+    for row in rows:
+        info = json.loads(row.info)
+        record = {k: info[k] for k in V1_PROPOSAL_KEYS if k in info}
+        changes: dict[str, Any] = {}
+        if row.value is not None:
+            changes["outcomes"] = json.dumps({DEFAULT_NAME: row.value})
+        if "strategy" in record:
+            changes["proposal"] = json.dumps(record, allow_nan=False)
+        if changes:
+            conn.execute(trials.update().where(trials.c.id == row.id).values(**changes))
+    conn.execute(
+        meta.update().where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
+    )
+    conn.execute(meta.insert().values(key="upgraded_from_1", value=repr(time.time())))
+    log.warning(
+        "abo: upgraded %s from storage schema 1 to %d (%d studies, %d trials, %.1f s)",
+        where,
+        SCHEMA_VERSION,
+        conn.execute(sa.select(sa.func.count()).select_from(studies)).scalar_one(),
+        len(rows),
+        time.time() - started,
+    )

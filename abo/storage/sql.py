@@ -1,0 +1,489 @@
+"""``SQLStorage``: the storage on SQLAlchemy, for SQLite files (WAL) and PostgreSQL by URL.
+
+Serialisation per study: SQLite takes its write lock for every transaction (``BEGIN
+IMMEDIATE`` on a WAL database; a process-local lock spares threads its busy timeout);
+PostgreSQL takes ``SELECT ... FOR UPDATE`` on the study row. The tables and their upgrades are
+in ``abo.storage.schema``; a SQLite file's identity and writability are watched by
+``abo.storage.guard``.
+
+Example:
+    >>> storage = SQLStorage("sqlite://")
+    >>> storage.list_studies()
+    []
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import replace
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+import abo.storage.schema as schema
+from abo.exceptions import (
+    AboError,
+    DuplicatedStudyError,
+    StorageError,
+    StudyNotFoundError,
+    TrialNotFoundError,
+)
+from abo.storage.base import (
+    MAX_ID,
+    NewTrial,
+    QueuedPoint,
+    Storage,
+    StudyRecord,
+    Transaction,
+)
+from abo.storage.guard import GUARDED, FileGuard, describe
+from abo.trial import ProposalRecord, Trial, TrialState
+
+_studies, _trials, _queue, _meta = schema.studies, schema.trials, schema.queue, schema.meta
+
+
+def _clean(obj: Any) -> Any:
+    """Make ``obj`` strict-JSON safe: non-finite floats become ``None``, unknowns ``str``."""
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    try:
+        as_float = float(obj)
+    except (TypeError, ValueError):
+        return str(obj)
+    return as_float if math.isfinite(as_float) else None
+
+
+def dumps(obj: Any) -> str:
+    """Strict JSON (no NaN / Infinity) of ``obj``, coercing what JSON cannot hold."""
+    return json.dumps(_clean(obj), allow_nan=False, separators=(",", ":"))
+
+
+def _redact(url: str) -> str:
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - only for error messages
+        return "<unparsable URL>"
+
+
+def _normalise_url(url: str) -> str:
+    """Pick the psycopg 3 driver for a plain ``postgresql://`` URL (the one abo installs)."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+class SQLStorage(Storage):
+    """The ``Storage`` on SQLAlchemy: SQLite files (WAL) and PostgreSQL by URL.
+
+    Args:
+        url: ``sqlite:///path.db``, ``postgresql+psycopg://user@host/db``, or ``sqlite://``
+            for an in-memory SQLite database.
+        clock: the time for leases and timestamps (tests inject one).
+    """
+
+    def __init__(self, url: str | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.url = url
+        self.clock = clock
+        self._guard: FileGuard | None = None
+        self._engine = self._make_engine(url)
+        self._sqlite = self._engine.dialect.name == "sqlite"
+        database = self._engine.url.database if self._sqlite else None
+        if database and database != ":memory:" and not database.startswith("file:"):
+            self._guard = FileGuard(os.path.abspath(database))
+            guard = self._guard
+
+            @event.listens_for(self._engine, "connect")
+            def _track(dbapi_conn: Any, _record: Any) -> None:
+                guard.connections.append(dbapi_conn)
+
+            GUARDED.add(self)
+        # SQLite serialises writers itself; this lock only spares threads of one process
+        # from queueing on its busy timeout (and guards the single in-memory connection).
+        self._lock: threading.RLock | None = threading.RLock() if self._sqlite else None
+        self._row_cache: dict[tuple[int, str, int], tuple[tuple[Any, ...], Trial]] = {}
+        self._init_schema()
+
+    # -- engine and schema ------------------------------------------------------------------
+    @staticmethod
+    def _make_engine(url: str | None) -> Engine:
+        try:
+            if url is None or (
+                isinstance(url, str) and url.strip() in ("sqlite://", "sqlite:///:memory:")
+            ):  # one shared connection: each new in-memory connection is an empty database
+                engine = sa.create_engine(
+                    "sqlite://",
+                    poolclass=StaticPool,
+                    connect_args={"check_same_thread": False},
+                )
+            else:
+                if not isinstance(url, str):
+                    raise StorageError(f"storage: expected a URL string, got {url!r}")
+                url = _normalise_url(url)
+                parsed = sa.engine.make_url(url)
+                if parsed.get_backend_name() == "sqlite":
+                    path = parsed.database
+                    if path and path != ":memory:" and not path.startswith("file:"):
+                        folder = os.path.dirname(os.path.abspath(path))
+                        if not os.path.isdir(folder):
+                            raise StorageError(
+                                f"storage: cannot open {_redact(url)}: "
+                                f"folder {folder} does not exist"
+                            )
+                    engine = sa.create_engine(
+                        url, connect_args={"check_same_thread": False, "timeout": 60}
+                    )
+                else:
+                    engine = sa.create_engine(url, pool_pre_ping=True)
+        except StorageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ArgumentError, missing drivers, ...
+            raise StorageError(
+                f"storage: cannot open {_redact(str(url))}: {describe(exc)}"
+            ) from exc
+        if engine.dialect.name == "sqlite":
+            in_memory = url is None or engine.url.database in (None, "", ":memory:")
+
+            @event.listens_for(engine, "connect")
+            def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+                dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+                cur = dbapi_conn.cursor()
+                if not in_memory:
+                    cur.execute("PRAGMA journal_mode=WAL")
+                    cur.execute("PRAGMA synchronous=FULL")
+                cur.execute("PRAGMA busy_timeout=60000")
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.close()
+
+            @event.listens_for(engine, "begin")
+            def _on_begin(conn: Connection) -> None:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    def _init_schema(self) -> None:
+        if self._guard is not None and os.path.exists(self._guard.path):
+            self._guard.check()  # never let SQLite open files it cannot write (SIGBUS)
+        where = _redact(str(self.url))
+        try:
+            for attempt in range(5):
+                try:
+                    with self._tx() as conn:
+                        schema.initialise(conn, where)
+                    break
+                except IntegrityError:
+                    if attempt == 4:  # two processes creating the schema at once
+                        raise
+                    time.sleep(0.1 * (attempt + 1))
+        except StorageError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StorageError(f"storage: cannot open {where}: {describe(exc)}") from exc
+        if self._guard is not None:
+            self._guard.arm()
+
+    @contextmanager
+    def _tx(self, study: StudyRecord | None = None, lock: bool = True) -> Iterator[Connection]:
+        """One committed transaction; with a ``study``, checked first (see ``Storage``).
+
+        ``lock=False`` (reads) does not take PostgreSQL's row lock on the study.
+        """
+        with self._lock if self._lock is not None else nullcontext():
+            if self._guard is not None and self._guard.identity is not None:
+                self._guard.check()  # not before the file exists (a new database)
+            try:
+                with self._engine.begin() as conn:
+                    if study is not None:
+                        self._check_study(conn, study, lock and not self._sqlite)
+                    yield conn
+            except (AboError, IntegrityError):
+                raise
+            except SQLAlchemyError as exc:
+                raise StorageError(f"storage: {describe(exc)}") from exc
+
+    @staticmethod
+    def _check_study(conn: Connection, study: StudyRecord, lock: bool) -> None:
+        query = sa.select(_studies.c.id).where(
+            _studies.c.id == study.id, _studies.c.created_at == study.created_at
+        )
+        if conn.execute(query.with_for_update() if lock else query).first() is not None:
+            return
+        again = conn.execute(sa.select(_studies.c.id).where(_studies.c.name == study.name)).first()
+        raise StudyNotFoundError(
+            f"name: study {study.name!r} was deleted"
+            + (" and created again" if again is not None else "")
+            + " since it was opened"
+            + ("; load it again to use the new one" if again is not None else ""),
+            field="name",
+        )
+
+    @contextmanager
+    def transaction(self, study: StudyRecord) -> Iterator[Transaction]:
+        with self._tx(study) as conn:
+            yield _SQLTransaction(self, conn, study, self.clock())
+
+    @contextmanager
+    def reading(self, study: StudyRecord) -> Iterator[Transaction]:
+        with self._tx(study, lock=False) as conn:
+            yield _SQLTransaction(self, conn, study, self.clock())
+
+    def check_writable(self) -> None:
+        """Raise ``StorageError`` unless a write would succeed now (a real, empty write)."""
+        with self._tx() as conn:
+            conn.execute(
+                _meta.update().where(_meta.c.key == "schema_version").values(value=_meta.c.value)
+            )
+
+    def dispose(self) -> None:
+        """Close every pooled connection (the storage is unusable afterwards).
+
+        Connections to files that cannot be written stay open (see ``FileGuard``)."""
+        if self._guard is not None and self._guard._unwritable():
+            self._guard.pin()
+            return
+        self._engine.dispose()
+
+    # -- studies ----------------------------------------------------------------------------
+    @staticmethod
+    def _study_from_row(row: Any) -> StudyRecord:
+        from abo.spec import StudySpec
+
+        return StudyRecord(
+            id=row.id,
+            name=row.name,
+            spec=StudySpec.from_json(json.loads(row.spec)),
+            created_at=row.created_at,
+        )
+
+    def create_study(self, record: StudyRecord) -> StudyRecord:
+        now = self.clock()
+        spec = record.spec.to_json()
+        legacy_config = {k: v for k, v in spec.items() if k not in ("space", "outcomes")}
+        try:
+            with self._tx() as conn:
+                result = conn.execute(
+                    _studies.insert().values(
+                        name=record.name,
+                        space=dumps(spec["space"]),
+                        direction=record.spec.direction,
+                        strategy=record.spec.strategy,
+                        seed=record.spec.seed,
+                        config=dumps(legacy_config),
+                        n_trials=0,
+                        created_at=now,
+                        spec=dumps(spec),
+                    )
+                )
+                key = result.inserted_primary_key
+                assert key is not None
+                study_id = key[0]
+        except IntegrityError:
+            raise DuplicatedStudyError(
+                f"name: a study called {record.name!r} exists already "
+                "(load it, or pass load_if_exists=True)",
+                field="name",
+            ) from None
+        return replace(record, id=int(study_id), created_at=now)
+
+    def load_study(self, name: str) -> StudyRecord:
+        with self._tx() as conn:
+            row = conn.execute(sa.select(_studies).where(_studies.c.name == name)).first()
+        if row is None:
+            names = [s.name for s in self.list_studies()]
+            hint = f"; studies here: {', '.join(names[:10])}" if names else "; the storage is empty"
+            raise StudyNotFoundError(f"name: no study called {name!r}{hint}", field="name")
+        return self._study_from_row(row)
+
+    def list_studies(self) -> list[StudyRecord]:
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(_studies).order_by(_studies.c.id)).all()
+        return [self._study_from_row(r) for r in rows]
+
+    def delete_study(self, name: str, expected: StudyRecord | None = None) -> None:
+        study = self.load_study(name) if expected is None else expected
+        with self._tx(study) as conn:
+            conn.execute(_trials.delete().where(_trials.c.study_id == study.id))
+            conn.execute(_queue.delete().where(_queue.c.study_id == study.id))
+            conn.execute(_studies.delete().where(_studies.c.id == study.id))
+        for key in [k for k in self._row_cache if k[0] == study.id and k[1] == study.name]:
+            self._row_cache.pop(key, None)  # its trials are gone: keep no decoded copies
+
+    def count(self, study: StudyRecord) -> int:
+        with self._tx(study, lock=False) as conn:
+            query = sa.select(sa.func.count()).where(_trials.c.study_id == study.id)
+            return int(conn.execute(query).scalar_one())
+
+    # -- trials -----------------------------------------------------------------------------
+    def trial_from_row(self, study: StudyRecord, row: Any) -> Trial:
+        """The trial of a row; unchanged rows reuse the trial built last time (no JSON
+        decoding), which keeps reading a study of thousands of trials cheap on every ask."""
+        key = (study.id, study.name, row.number)
+        raw = tuple(row)
+        cached = self._row_cache.get(key)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        trial = _build_trial(study, row)
+        self._row_cache[key] = (raw, trial)
+        return trial
+
+
+def _build_trial(study: StudyRecord, row: Any) -> Trial:
+    info = json.loads(row.info)
+    proposal = ProposalRecord.from_json(json.loads(row.proposal)) if row.proposal else None
+    values = json.loads(row.outcomes) if row.outcomes else {}
+    return Trial(
+        id=row.number,
+        study=study.name,
+        params=json.loads(row.params),
+        state=TrialState(row.state),
+        value=row.value,
+        values=values,
+        reason=row.reason,
+        retry_of=row.retry_of,
+        attempt=row.attempt,
+        proposal=proposal,
+        info=info,
+        user=json.loads(row.user_attrs),
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+        lease_expires_at=row.lease_expires_at,
+    )
+
+
+def _proposal_json(proposal: ProposalRecord | None) -> str | None:
+    return dumps(proposal.to_json()) if proposal is not None else None
+
+
+class _SQLTransaction(Transaction):
+    """A ``Transaction`` on one SQL connection (see ``Storage.transaction``)."""
+
+    def __init__(self, storage: SQLStorage, conn: Connection, study: StudyRecord, now: float):
+        self.storage, self.conn, self.study, self.now = storage, conn, study, now
+
+    def _select(
+        self, numbers: Sequence[int] | None = None, states: Sequence[TrialState] | None = None
+    ) -> list[Trial]:
+        q = sa.select(_trials).where(_trials.c.study_id == self.study.id)
+        if numbers is not None:
+            q = q.where(_trials.c.number.in_(list(numbers)))
+        if states is not None:
+            q = q.where(_trials.c.state.in_([s.value for s in states]))
+        rows = self.conn.execute(q.order_by(_trials.c.number)).all()
+        return [self.storage.trial_from_row(self.study, r) for r in rows]
+
+    def trial(self, trial_id: int) -> Trial:
+        # ids beyond the INTEGER column overflow the driver (OverflowError, DataError): no such id
+        found = self._select(numbers=[trial_id]) if 0 < trial_id < MAX_ID else []
+        if not found:
+            raise TrialNotFoundError(
+                f"trial_id: study {self.study.name!r} has no trial {trial_id}", field="trial_id"
+            )
+        return found[0]
+
+    def trials(self, states: Sequence[TrialState] | None = None) -> list[Trial]:
+        return self._select(states=states)
+
+    def insert(self, rows: Sequence[NewTrial]) -> list[Trial]:
+        if not rows:
+            return []
+        study, now = self.study, self.now
+        self.conn.execute(
+            _studies.update()
+            .where(_studies.c.id == study.id)
+            .values(n_trials=_studies.c.n_trials + len(rows))
+        )
+        total = self.conn.execute(
+            sa.select(_studies.c.n_trials).where(_studies.c.id == study.id)
+        ).scalar_one()
+        numbers = range(total - len(rows) + 1, total + 1)
+        values = []
+        for number, row in zip(numbers, rows, strict=True):
+            running = row.state is TrialState.RUNNING
+            values.append(
+                {
+                    "study_id": study.id,
+                    "number": number,
+                    "state": row.state.value,
+                    "params": dumps(row.params),
+                    "value": row.value,
+                    "outcomes": dumps(row.values) if row.values else None,
+                    "reason": None,
+                    "retry_of": row.retry_of,
+                    "attempt": row.attempt,
+                    "proposal": _proposal_json(row.proposal),
+                    "info": dumps(row.info),
+                    "user_attrs": dumps(row.user),
+                    "created_at": now,
+                    "finished_at": None if running else now,
+                    "lease_expires_at": now + study.spec.lease_seconds if running else None,
+                }
+            )
+        self.conn.execute(_trials.insert(), values)
+        return self._select(numbers=list(numbers))
+
+    def replace(self, old: Trial, new: Trial) -> bool:
+        result = self.conn.execute(
+            _trials.update()
+            .where(
+                _trials.c.study_id == self.study.id,
+                _trials.c.number == old.id,
+                _trials.c.state == old.state.value,
+            )
+            .values(
+                state=new.state.value,
+                value=new.value,
+                outcomes=dumps(new.values) if new.values else None,
+                reason=new.reason,
+                proposal=_proposal_json(new.proposal),
+                info=dumps(new.info),
+                user_attrs=dumps(new.user),
+                finished_at=new.finished_at,
+                lease_expires_at=new.lease_expires_at,
+            )
+        )
+        return result.rowcount == 1
+
+    def enqueue(self, point: QueuedPoint) -> None:
+        self.conn.execute(
+            _queue.insert().values(
+                study_id=self.study.id,
+                params=dumps(point.params),
+                retry_of=point.retry_of,
+                attempt=point.attempt,
+                info=dumps(point.proposal.to_json() if point.proposal else {}),
+                created_at=self.now,
+            )
+        )
+
+    def _queue_rows(self, limit: int | None = None) -> list[Any]:
+        q = sa.select(_queue).where(_queue.c.study_id == self.study.id).order_by(_queue.c.id)
+        return list(self.conn.execute(q.limit(limit) if limit is not None else q).all())
+
+    @staticmethod
+    def _point(row: Any) -> QueuedPoint:
+        proposal = ProposalRecord.from_json(json.loads(row.info))
+        return QueuedPoint(json.loads(row.params), row.retry_of, row.attempt, proposal)
+
+    def queued(self) -> list[QueuedPoint]:
+        return [self._point(r) for r in self._queue_rows()]
+
+    def pop_queued(self, n: int) -> list[QueuedPoint]:
+        rows = self._queue_rows(n)
+        if rows:
+            self.conn.execute(_queue.delete().where(_queue.c.id.in_([r.id for r in rows])))
+        return [self._point(r) for r in rows]

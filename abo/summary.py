@@ -1,0 +1,83 @@
+"""Reading a study: its best trial and a JSON summary, from the storage alone.
+
+One definition of "best" for every view (``Study.best``, the service, the CLI, the
+dashboard), and the summary the service's ``/studies`` sends and ``abo studies`` prints. No
+torch, no FastAPI: the read commands start fast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from abo.spec import StudySpec
+from abo.storage import Storage, StudyRecord
+from abo.trial import Trial, TrialState
+
+
+def best_trial(trials: Sequence[Trial], spec: StudySpec) -> Trial | None:
+    """The done trial with the best objective value (ties: the earliest); ``None`` before the
+    first result, and for a study of several objectives (no single trial is best)."""
+    objectives = spec.objectives
+    if len(objectives) != 1:
+        return None
+    objective = objectives[0]
+    done = [
+        t
+        for t in trials
+        if t.state is TrialState.DONE
+        and isinstance(t.values.get(objective.name), int | float)
+        and math.isfinite(t.values[objective.name])
+    ]
+    if not done:
+        return None
+    return max(done, key=lambda t: (objective.sign * t.values[objective.name], -t.id))
+
+
+def clean(obj: Any, depth: int = 0) -> Any:
+    """Strict-JSON-safe copy: non-finite floats become ``None`` and anything nested deeper
+    than 64 levels a placeholder string, so no stored value can make a listing fail."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, str | int | bool):
+        return obj
+    if depth >= 64:
+        return "<nested too deep>"
+    if isinstance(obj, Mapping):
+        return {str(k): clean(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v, depth + 1) for v in obj]
+    return str(obj)
+
+
+def trial_json(trial: Trial) -> dict[str, Any]:
+    """A trial as the service sends it: ``to_dict`` with its duration, JSON-safe."""
+    data = clean(trial.to_dict())
+    data["duration"] = clean(trial.duration) if data["finished_at"] is not None else None
+    return data
+
+
+def study_summary(storage: Storage, record: StudyRecord) -> dict[str, Any]:
+    """A study's definition and trial counts (no strategy is built, so a study whose
+    strategy this process lacks still lists)."""
+    trials = storage.trials(record)
+    states = {st.value: 0 for st in TrialState}
+    for t in trials:
+        states[t.state.value] += 1
+    best = best_trial(trials, record.spec)
+    spec = clean(record.spec.to_json())
+    return {
+        "name": record.name,
+        "spec": spec,
+        "space": spec["space"],
+        "outcomes": spec["outcomes"],
+        "direction": record.direction,
+        "strategy": record.strategy,
+        "seed": record.seed,
+        "config": {k: v for k, v in spec.items() if k not in ("space", "outcomes")},
+        "created_at": record.created_at,
+        "n_trials": len(trials),
+        "states": states,
+        "best": trial_json(best) if best is not None else None,
+    }

@@ -1,0 +1,113 @@
+"""Databases written by abo 0.1.0 (storage schema 1) are upgraded in place and continue.
+
+The fixtures under ``tests/data`` were written by that release (see their README), on SQLite
+and on PostgreSQL; the expected next proposal was made by that release too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import abo
+from abo import StorageError, TrialState
+from abo.storage import SCHEMA_VERSION, SQLStorage
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+NEXT = json.loads((DATA / "schema1-next.json").read_text())
+
+
+def _objective(p: dict) -> float:
+    return (p["x"] - 0.3) ** 2 + p["n"] / 10 + {"a": 0, "b": 0.2, "c": 0.5}[p["kind"]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def schema1_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A copy of the schema-1 database on each backend."""
+    if request.param == "sqlite":
+        shutil.copy(DATA / "schema1.db", tmp_path / "old.db")
+        return f"sqlite:///{tmp_path / 'old.db'}"
+    url = request.getfixturevalue("pg_url")
+    dump = (DATA / "schema1-postgres.sql").read_text()
+    statements = "\n".join(ln for ln in dump.splitlines() if not ln.startswith("\\"))
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS abo_queue, abo_trials, abo_studies, abo_meta")
+        conn.exec_driver_sql(statements)
+        conn.exec_driver_sql("SET search_path TO public")  # the dump cleared it for its session
+    engine.dispose()
+    return url
+
+
+def test_a_schema_1_database_is_upgraded_and_continues(
+    schema1_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="abo"):
+        storage = SQLStorage(schema1_url)
+    assert "upgraded" in caplog.text and "from storage schema 1 to 2" in caplog.text
+    engine = sa.create_engine(schema1_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.connect() as conn:
+        meta = dict(conn.execute(sa.text("SELECT key, value FROM abo_meta")).all())
+    engine.dispose()
+    assert meta["schema_version"] == str(SCHEMA_VERSION) and "upgraded_from_1" in meta
+
+    legacy = abo.load_study("legacy", storage=storage)
+    assert legacy.direction == "minimize" and [o.name for o in legacy.outcomes] == ["value"]
+    assert (legacy.strategy, legacy.seed, legacy.n_initial) == ("qlognei", 7, 4)
+    assert legacy.spec.lease_seconds == 3600.0 and legacy.spec.max_retries == 1
+    trials = legacy.trials
+    assert [t.state for t in trials] == [
+        *[TrialState.DONE] * 4, TrialState.FAILED, *[TrialState.DONE] * 4,
+        TrialState.LOST, TrialState.RUNNING,
+    ]  # fmt: skip
+    assert trials[0].values == {"value": 1.25} and trials[0].user == {"note": "warm start"}
+    assert [t.proposal.strategy for t in trials[:5]] == [
+        "added", "enqueued", "sobol", "sobol", "qlognei",
+    ]  # fmt: skip
+    assert trials[5].proposal.model is not None  # the GP record that warm-starts the next fit
+    assert trials[4].reason == "diverged" and trials[9].reason == "worker died"
+    running = trials[10]
+    assert running.retry_of == 10 and running.attempt == 1 and running.lease_expires_at
+    assert legacy.best is not None and legacy.best.id == 9
+
+    told = legacy.tell(running.id, _objective(running.params))
+    assert told.value == NEXT["legacy_eleven"]
+    nxt = legacy.ask()
+    assert nxt.params == NEXT["legacy_next"]  # what the old release proposed next
+    assert nxt.proposal.strategy == "qlognei"
+
+    maxi = abo.load_study("maxi", storage=storage)
+    assert (maxi.direction, maxi.strategy, maxi.spec.refit) == (
+        "maximize",
+        "thompson",
+        "background",
+    )
+    assert maxi.spec.max_staleness == 50 and maxi.spec.noise == "deterministic" and len(maxi) == 3
+    assert maxi.best is not None and maxi.best.values["value"] <= 0.0
+    storage.dispose()
+    again = SQLStorage(schema1_url)  # a second open finds version 2: nothing to do
+    assert len(abo.load_study("legacy", storage=again)) == 12
+    again.dispose()
+
+
+def test_a_database_newer_than_this_abo_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    SQLStorage(url).dispose()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"UPDATE abo_meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema_version'"
+        )
+    engine.dispose()
+    with pytest.raises(StorageError, match="written by a newer abo.*upgrade abo"):
+        SQLStorage(url)
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:  # refused, and left as it was
+        stored = conn.exec_driver_sql("SELECT value FROM abo_meta").scalar_one()
+    engine.dispose()
+    assert stored == str(SCHEMA_VERSION + 1)

@@ -1,0 +1,75 @@
+"""Study files: every study option of ``abo.spec`` is a ``[study]`` key, outcomes included."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import abo
+from abo.config import load_spec
+from abo.exceptions import ConfigError
+from abo.spec import CREATE_OPTIONS
+
+FILE = """
+[study]
+name = "two"
+storage = "sqlite:///two.db"
+strategy = "random"
+seed = 3
+n_trials = 4
+{extra}
+
+[study.outcomes]
+error = "minimize"
+cost = "maximize"
+
+[space]
+x = {{type = "float", low = 0, high = 1, step = 0.25}}
+
+[objective]
+function = "objective:two"
+
+[executor]
+kind = "threads"
+n_workers = 2
+"""
+OBJECTIVE = """
+def two(p):
+    return {"error": (p["x"] - 0.5) ** 2, "cost": p["x"], "note": "metadata"}
+"""
+
+
+def test_every_study_option_is_a_study_file_key(tmp_path: Path) -> None:
+    """The keys a file may have come from ``abo.spec`` (a new option needs no edit here)."""
+    path = tmp_path / "options.toml"
+    path.write_text(FILE.format(extra='refit = "background"\nmax_staleness = 9\nnoise = "auto"'))
+    assert load_spec(path).study["max_staleness"] == 9
+    path = tmp_path / "bad.toml"
+    path.write_text(FILE.format(extra="no_such_option = 1"))
+    with pytest.raises(ConfigError, match="study.no_such_option: unknown key") as info:
+        load_spec(path)
+    assert all(option in str(info.value) for option in CREATE_OPTIONS)
+
+
+def test_a_study_file_with_named_outcomes_runs(tmp_path: Path) -> None:
+    (tmp_path / "objective.py").write_text(OBJECTIVE)
+    path = tmp_path / "two.toml"
+    path.write_text(FILE.format(extra='refit = "sync"'))
+    out = subprocess.run(
+        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr
+    study = abo.load_study("two", storage=f"sqlite:///{tmp_path / 'two.db'}")
+    assert [o.direction for o in study.outcomes] == ["minimize", "maximize"]
+    done = [t for t in study.trials if t.state is abo.TrialState.DONE]
+    assert len(done) == 4 and all(set(t.values) == {"error", "cost"} for t in done)
+    assert all(
+        t.user["note"] == "metadata" and t.params["x"] in (0, 0.25, 0.5, 0.75, 1) for t in done
+    )
