@@ -220,7 +220,9 @@ def test_background_refits_run_in_a_child_process_and_match_a_fit_here() -> None
     manager.model(tuple(range(40)), X, Y)  # ten new observations start a background refit
     manager.wait()
     pid = manager.fit_process.pid
-    assert pid is not None and pid != os.getpid() and manager.fit_process.fits == before + 1
+    # > before, not == before + 1: the child is shared by the process, and a background refit
+    # of another study in this process (an earlier test's) may land in between
+    assert pid is not None and pid != os.getpid() and manager.fit_process.fits > before
     remote = manager._latest.fitted  # type: ignore[union-attr]
     assert remote.n == 40 and manager.refits == 2
     full = refit_module.full_refit_due(30, 40)

@@ -24,6 +24,10 @@ from abo.executors import JobQueueExecutor
 from abo.executors.jobqueue import cancel_orphans, job_name, list_jobs
 from abo.trial import TrialState
 
+# One SLURM node with two CPUs: under pytest-xdist these tests run one after another on one
+# worker (--dist loadgroup), so their jobs never wait in the queue behind each other's.
+pytestmark = pytest.mark.xdist_group("slurm")
+
 STATE = Path(os.environ.get("ABO_SLURM_STATE", "/var/tmp/abo-slurm"))
 SPACE = abo.Space({"x": abo.Float(-1.0, 1.0)})
 
