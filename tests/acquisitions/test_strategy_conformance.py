@@ -74,7 +74,7 @@ def test_mixed_space_bounds_seeds_and_info(name: str) -> None:
     for t in modelled:
         assert t.proposal.strategy == name, t.proposal  # no fallback to random points
         assert t.proposal.seconds >= 0
-        assert not t.info.get("deduplicated")
+        assert not t.proposal.deduplicated
         if name in ARMS:
             assert t.proposal.arm in ARMS[name]
     again = _run_mixed(name, seed=5)
@@ -113,8 +113,8 @@ def test_no_duplicate_of_a_busy_or_evaluated_point(name: str) -> None:
             study.tell(trial.id, _bowl(trial.params))
         pending = pending[per_call:]
     assert all(t.proposal.strategy == name for t in proposed)
-    assert not any(t.info.get("deduplicated") for t in proposed)  # the study never had to
-    assert sum(t.info.get("replaced") == "duplicate" for t in proposed) <= 15
+    assert not any(t.proposal.deduplicated for t in proposed)  # the study never had to
+    assert sum(t.proposal.details.get("replaced") == "duplicate" for t in proposed) <= 15
     X = CUBE.to_unit_batch([t.params for t in study.trials if t.state is not TrialState.LOST])
     assert torch.pdist(X).min() > 1e-6
 
