@@ -43,6 +43,7 @@ from abo.space import ParamValue
 from abo.spec import StudySpec
 from abo.surrogate import FittedModel
 from abo.trial import ModelRecord, ProposalRecord, Trial, TrialState
+from abo.warping import warp
 
 MIN_OBSERVATIONS = 2  # the GP needs at least this many results
 
@@ -109,6 +110,15 @@ class Proposer:
         Y = utilities + ([worst] * len(failed) if utilities else [])
         return observed, self.unit(observed), torch.tensor(Y, dtype=torch.double).reshape(-1, 1)
 
+    def model_data(
+        self, trials: Sequence[Trial]
+    ) -> tuple[list[Trial], Tensor, Tensor, float | None]:
+        """``observations`` with the study's output transform applied to the utilities (the
+        exponent, or ``None`` when nothing was transformed)."""
+        observed, X, Y = self.observations(trials)
+        W, lam = warp(Y, self.spec.output_transform)
+        return observed, X, W, lam
+
     # -- proposing ----------------------------------------------------------------------------
     def propose(
         self, trials: Sequence[Trial], m: int, n_workers: int | None = None
@@ -166,10 +176,10 @@ class Proposer:
         with torch.random.fork_rng():  # anything drawing from torch's global RNG is seeded
             torch.manual_seed(seed)
             if needs_model:
-                observed, X, Y = self.observations(trials)
+                observed, X, Y, lam = self.model_data(trials)
                 fitted, model = self._model(observed, X, Y, stored_model(trials))
             else:
-                observed, fitted, model = [], None, None
+                observed, fitted, model, lam = [], None, None, None
                 X = torch.zeros(0, self.spec.space.dim, dtype=torch.double)
                 Y = torch.zeros(0, 1, dtype=torch.double)
             t_fit = time.perf_counter() - t0
@@ -209,6 +219,8 @@ class Proposer:
         records = []
         for info in proposal.info:
             details = {k: v for k, v in info.items() if k not in ("strategy", "arm")}
+            if lam is not None:
+                details["output_lambda"] = round(lam, 6)  # the power transform's exponent
             arm = info.get("arm")
             records.append(
                 ProposalRecord(

@@ -32,6 +32,7 @@ MAX_SEED = 2**63  # stored as a signed 64-bit integer
 REFIT_MODES = ("sync", "background", "full")
 NOISE_MODES = ("auto", "deterministic")
 MAX_EXACT = 500  # observations above which the GP sees a subset (abo.surrogate)
+OUTPUT_TRANSFORMS = ("none", "power")  # abo.warping (which imports torch) implements them
 MODEL_FREE = ("random",)  # strategies that need no model (and so work for any outcomes)
 
 
@@ -93,6 +94,13 @@ class StudySpec:
     max_exact: int = field(
         default=MAX_EXACT,
         metadata=_doc("The most observations the GP is fitted on (a subset above it)."),
+    )
+    output_transform: str = field(
+        default="none",
+        metadata=_doc(
+            "What the GP models: 'none' (the standardised values) or 'power' (a Yeo-Johnson "
+            "transform fitted to the values, for objectives spanning orders of magnitude)."
+        ),
     )
 
     # -- construction ---------------------------------------------------------------------
@@ -160,6 +168,7 @@ class StudySpec:
         if self.max_staleness is not None:
             _check_int(self.max_staleness, "max_staleness", 0, 10**9, "a non-negative integer")
         _check_int(self.max_exact, "max_exact", 10, 10**7, "an integer of at least 10")
+        _check_choice(self.output_transform, "output_transform", OUTPUT_TRANSFORMS)
         if not isinstance(self.strategy_options, Mapping):
             raise AboError(
                 f"strategy_options: expected a dict, got {type(self.strategy_options).__name__}",

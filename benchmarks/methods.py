@@ -34,6 +34,7 @@ from benchmarks.suites import AnyProblem, NoisyProblem
 
 BASELINES = ("seq-logei", "sync-qlognei", "sync-ts", "optuna-gp", "optuna-tpe")
 REFIT_VARIANTS = ("playbook", "thompson", "aegis")  # each also as +full and +bg
+POWER_VARIANTS = ("qlognei", "believer", "thompson")  # each also as +power (output_transform)
 
 
 class AboBatchMethod(AboMethod):
@@ -82,6 +83,7 @@ def _abo(
     cls: type[AboMethod] = AboMethod,
     refit: str = "sync",
     fixed: dict[str, Any] | None = None,
+    output_transform: str = "none",
 ) -> Callable[..., Method]:
     def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
         return cls(
@@ -93,6 +95,7 @@ def _abo(
             noise=_noise(problem),
             strategy_options={**accepted_options(strategy, options), **(fixed or {})},
             refit=refit,
+            output_transform=output_transform,
         )
 
     return build
@@ -118,6 +121,8 @@ def all_methods() -> dict[str, MethodSpec]:
     for name in REFIT_VARIANTS:
         specs[f"{name}+full"] = MethodSpec(f"{name}+full", _abo(name, refit="full"))
         specs[f"{name}+bg"] = MethodSpec(f"{name}+bg", _abo(name, refit="background"))
+    for name in POWER_VARIANTS:
+        specs[f"{name}+power"] = MethodSpec(f"{name}+power", _abo(name, output_transform="power"))
     specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"))
     specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"))
     return specs

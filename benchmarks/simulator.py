@@ -86,6 +86,7 @@ class AboMethod:
         noise: str = "deterministic",
         strategy_options: dict[str, Any] | None = None,
         refit: str = "sync",
+        output_transform: str = "none",
     ) -> None:
         import abo
 
@@ -101,6 +102,7 @@ class AboMethod:
             noise=noise,
             strategy_options=strategy_options,
             refit=refit,
+            output_transform=output_transform,
         )
 
     def add(self, x: np.ndarray, y: float) -> None:

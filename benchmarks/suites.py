@@ -1,7 +1,7 @@
 """The benchmark problems (noisy ones too) and the named benchmark suites.
 
 ``benchmarks/problems.py`` holds the noiseless Branin and Hartmann-6; this module adds Ackley
-(5-D and 10-D), Levy-5 and Michalewicz-5 on the same unit-cube footing, plus Gaussian
+(5-D and 10-D), Levy-5, Michalewicz-5 and Rosenbrock-8 on the same unit-cube footing, plus Gaussian
 observation noise for the noisy variants, and names the grids ``python -m benchmarks run`` can
 run (the protocol: ``docs/benchmarks.md``, "Protocol").
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from botorch.test_functions import Ackley, Branin, Hartmann, Levy, Michalewicz
+from botorch.test_functions import Ackley, Branin, Hartmann, Levy, Michalewicz, Rosenbrock
 
 from benchmarks.problems import Problem, _on_cube
 
@@ -73,6 +73,8 @@ PROBLEMS: dict[str, Callable[[], AnyProblem]] = {
     "ackley10": _make("ackley10", lambda: Ackley(dim=10)),
     "levy5": _make("levy5", lambda: Levy(dim=5)),
     "michalewicz5": _make("michalewicz5", lambda: Michalewicz(dim=5)),
+    # values from 0 to about 1e7 on [-5, 10]^8: a few huge values dominate a GP of raw values
+    "rosenbrock8": _make("rosenbrock8", lambda: Rosenbrock(dim=8)),
     "hartmann6-noisy": _noisy("hartmann6-noisy", _hartmann6, 0.1),
     "branin-noisy": _noisy("branin-noisy", _branin, 1.0),
 }
@@ -136,6 +138,24 @@ SUITES: dict[str, Suite] = {
         20,
         strategy_options={"raw_samples": 512, "num_restarts": 4},
     ),
+    "scale": Suite(  # output_transform: raw values against the power transform
+        "scale",
+        {"rosenbrock8": 120, "branin": 60, "hartmann6": 100},
+        (4, 16),
+        10,
+        methods=(
+            "qlognei",
+            "qlognei+power",
+            "believer",
+            "believer+power",
+            "thompson",
+            "thompson+power",
+            "optuna-gp",
+            "optuna-tpe",
+            "random",
+        ),
+        strategy_options=SMOKE_OPTIONS,
+    ),  # fmt: skip
     "tiny": Suite(
         "tiny",
         {"branin": 8},
