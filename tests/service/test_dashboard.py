@@ -81,6 +81,8 @@ def test_dashboard_shows_and_follows_a_running_study(
             _wait(page, "document.querySelectorAll('#parallel svg polyline.pc').length === 10")
             assert rows.count() == 10
             assert page.locator(f"#trials-table tr[data-trial-id='{more[-1]['id']}']").count()
+            # the summary has its own request, which may land one poll after the trials'
+            _wait(page, "document.querySelector('#study-summary').innerText.includes('10 done')")
             text = page.locator("#study-summary").inner_text()
             assert "10 done" in text and "0 running" in text
             page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
