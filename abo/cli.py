@@ -132,6 +132,10 @@ def demo(
     """Optimise Hartmann-6 (evaluations of 0.2-1.5 s) on a local Dask cluster with SQLite."""
     import functools
 
+    from abo import signals
+
+    signals.defer()  # a Ctrl-C or SIGTERM while starting up stops cleanly once the loop runs
+
     import abo
     from abo.demo import PARAMS, slow_hartmann6
     from abo.executors import DaskExecutor
@@ -227,6 +231,10 @@ def run(
     stopped the study.
     """
     import logging
+
+    from abo import signals
+
+    signals.defer()  # a SIGTERM while starting up stops cleanly once the loop runs
 
     import abo
     from abo.config import build_executor, build_objective, load_spec

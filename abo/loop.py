@@ -48,6 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from abo import signals
 from abo.exceptions import (
     AboError,
     FailureRateExceeded,
@@ -207,6 +208,10 @@ def _signals(stop: _Stop, grace: float, clock: Callable[[], float]) -> Iterator[
         stop.request(name, grace, clock())
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    early = signals.take()  # one that came while the run was starting up
+    if early is not None:
+        log.warning("%s during start-up: no trials will be started", early)
+        stop.request(early, grace, clock())
     try:
         yield
     finally:
