@@ -251,7 +251,7 @@ def run(
         options = dict(spec.study)
         n_trials = int(options.pop("n_trials"))
         trial_timeout = options.pop("trial_timeout", None)
-        lookahead = options.pop("lookahead", 0)
+        lookahead = options.pop("lookahead", "auto")
         name = resume or options.pop("name", None)
         options.pop("name", None)
         storage = options.pop("storage", None)

@@ -5,8 +5,10 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
 ``[study]``
     ``name``, ``storage`` (relative SQLite paths are relative to the file), ``n_trials`` (the
     study's total budget of finished trials, so a resumed run completes it), ``trial_timeout``
-    (seconds), ``lookahead`` (trials proposed ahead; see ``abo.loop``), and every option of
-    ``abo.create_study`` (``abo.spec.CREATE_OPTIONS``): ``direction``, ``strategy``, ``seed``,
+    (seconds), ``lookahead`` (trials proposed ahead: ``"auto"``, the default, sizes it from
+    measured proposal and evaluation times; ``0`` for exactly reproducible runs; see
+    ``abo.loop``), and every option of ``abo.create_study`` (``abo.spec.CREATE_OPTIONS``):
+    ``direction``, ``strategy``, ``seed``,
     ``outcomes`` (a table of name to ``"minimize"``/``"maximize"``, e.g. ``[study.outcomes]``
     ``error = "minimize"``), ``max_retries``, ``lease_seconds``, ``noise``, ``n_initial``,
     ``strategy_options`` (a table), ``refit``, ``max_staleness``, ``max_exact``.
@@ -144,9 +146,13 @@ def load_spec(path: str | Path) -> RunSpec:
     n_trials = _require(study, "n_trials", "study")
     if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
         raise ConfigError(f"study.n_trials: expected a positive integer, got {n_trials!r}")
-    lookahead = study.get("lookahead", 0)
-    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
-        raise ConfigError(f"study.lookahead: expected a non-negative integer, got {lookahead!r}")
+    lookahead = study.get("lookahead", "auto")
+    if lookahead != "auto" and (
+        isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0
+    ):
+        raise ConfigError(
+            f'study.lookahead: expected "auto" or a non-negative integer, got {lookahead!r}'
+        )
     try:
         space = Space.from_json(_require(data, "space", "file"))
     except AboError as exc:

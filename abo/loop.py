@@ -18,6 +18,14 @@ What it promises:
 * a resumed study: running trials left by a dead driver on this host are marked ``lost`` at
   start (their driver process is gone); those of a driver elsewhere expire with their lease,
   which this loop renews for its own trials by heartbeat;
+* ``lookahead="auto"`` (the default): proposals are made in a thread of their own, and as
+  many evaluations are queued ahead as the measured times call for (``auto_lookahead``: none
+  while a proposal takes under 1 % of an evaluation, about ``2 * workers * ask / evaluation``
+  beyond that, at most twice the workers), re-sized after every proposal and every result.
+  A fixed seed still fixes the initial design and what each proposal is given the data and
+  busy points it sees; which results a proposal sees depends on timing. ``lookahead=0``
+  proposes in the driver after each tell: with the default ``refit="sync"`` and results told
+  in the same order (one worker, or an ask/tell loop), every proposal is reproduced exactly.
 * ``lookahead > 0``: proposals are made ahead, in a thread of their own, and handed to the
   executor beyond the free workers: up to ``workers + lookahead`` evaluations are submitted at
   once, the extra ones waiting in the executor's queue (Dask keeps one on deck on each worker),
@@ -35,6 +43,7 @@ What it promises:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -115,6 +124,7 @@ class OptimizeResult:
     n_workers: int = 0
     stopped: str | None = None
     trial_ids: list[int] = field(default_factory=list)
+    max_queued: int = 0  # the most evaluations queued at the executor beyond the workers
 
     @property
     def utilization(self) -> float:
@@ -219,20 +229,61 @@ def _signals(stop: _Stop, grace: float, clock: Callable[[], float]) -> Iterator[
             signal.signal(s, h)
 
 
+AUTO_CAP = 2  # an automatic lookahead never exceeds this many times the workers
+
+
+def auto_lookahead(workers: int, ask_seconds: float, eval_seconds: float) -> int:
+    """Evaluations to queue ahead so that freed workers find a proposal waiting.
+
+    Results arrive at ``workers / eval_seconds`` per second and each takes ``ask_seconds`` to
+    replace, so about ``workers * ask_seconds / eval_seconds`` proposals are being made at any
+    moment; twice that is queued to absorb bursts of results (durations vary). A proposal
+    under 1 % of an evaluation queues nothing: a freed worker waits at most that 1 %, and
+    every proposal sees every result. Capped at ``AUTO_CAP`` times the workers, where the
+    queue's staleness costs more than the idle time it saves.
+    """
+    if eval_seconds <= 0:
+        return AUTO_CAP * workers
+    ratio = ask_seconds / eval_seconds
+    if ratio < 0.01:
+        return 0
+    return min(AUTO_CAP * workers, math.ceil(2 * workers * ratio))
+
+
+def _modelled(trial: Trial) -> bool:
+    """Whether the study's strategy proposed the trial (not the initial design, a queue or a
+    retry, which cost nothing and say nothing about the next proposals' cost)."""
+    proposal = trial.proposal
+    return proposal is not None and proposal.strategy not in ("sobol", "enqueued", "added", "retry")
+
+
 class _Asker:
     """Keeps the executor's queue filled with proposals, asking in a background thread.
 
     It asks once ``batch`` (a quarter of ``lookahead``) places are free, not at every single
     one: a batch of proposals costs little more than one (Thompson's paths are drawn and
     climbed together), so the thread keeps up with many fast workers while the queue still
-    holds three quarters of the lookahead.
+    holds three quarters of the lookahead. When it falls behind, the places free meanwhile
+    are asked for together, so slow proposals come in larger batches by themselves.
+
+    ``auto``: the lookahead follows the measured seconds per proposal and per evaluation
+    (``auto_lookahead``), re-sized after every ask and every result.
     """
 
     def __init__(
-        self, study: Study, workers: int, lookahead: int, n_trials: int, info: dict[str, Any]
+        self,
+        study: Study,
+        workers: int,
+        lookahead: int,
+        n_trials: int,
+        info: dict[str, Any],
+        auto: bool = False,
     ) -> None:
         self.study, self.workers, self.lookahead = study, workers, lookahead
         self.batch = max(1, lookahead // 4)
+        self.auto = auto
+        self.ask_seconds: float | None = None  # per model proposal, smoothed
+        self.durations: deque[float] = deque(maxlen=max(8, 4 * workers))  # recent evaluations
         self.n_trials, self.info = n_trials, info
         self.cond = threading.Condition()
         self.ready: deque[Trial] = deque()
@@ -259,7 +310,9 @@ class _Asker:
                     return
                 want = self._deficit()
             try:
+                t0 = time.perf_counter()
                 trials = self.study.ask_batch(want, n_workers=self.workers, info=self.info)
+                seconds = time.perf_counter() - t0
             except BaseException as exc:  # noqa: BLE001 - handed to the driver, raised there
                 with self.cond:
                     self.error = exc
@@ -267,7 +320,29 @@ class _Asker:
                 return
             with self.cond:
                 self.ready.extend(trials)
+                if trials and any(_modelled(t) for t in trials):  # the initial design is free
+                    per = seconds / len(trials)
+                    old = self.ask_seconds
+                    self.ask_seconds = per if old is None else 0.5 * old + 0.5 * per
+                    self._resize()
                 self.cond.notify_all()
+
+    def observe(self, report: Mapping[str, Any]) -> None:
+        """Note how long a finished evaluation ran on its worker (for the automatic size)."""
+        started, finished = report.get("started"), report.get("finished")
+        if not self.auto or not isinstance(started, float) or not isinstance(finished, float):
+            return
+        with self.cond:
+            self.durations.append(max(0.0, finished - started))
+            self._resize()
+            self.cond.notify_all()
+
+    def _resize(self) -> None:
+        """Re-size an automatic lookahead from the latest measurements (caller holds ``cond``)."""
+        if self.auto and self.ask_seconds is not None and self.durations:
+            mean = sum(self.durations) / len(self.durations)
+            self.lookahead = auto_lookahead(self.workers, self.ask_seconds, mean)
+            self.batch = max(1, self.lookahead // 4)
 
     def take(self, free: int, inflight: int, finished: int) -> list[Trial]:
         """Up to ``free`` ready trials for the free workers (and update the counts)."""
@@ -342,21 +417,25 @@ def run(
     trial_timeout: float | None = None,
     guard: FailureGuard | None = FailureGuard(),
     grace: float = 30.0,
-    lookahead: int = 0,
+    lookahead: int | str = "auto",
     clock: Callable[[], float] = time.time,
 ) -> OptimizeResult:
     """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``).
 
-    ``lookahead > 0`` proposes in a background thread and keeps that many evaluations queued
-    at the executor beyond the workers (see the module's notes).
+    ``lookahead`` (``"auto"``, or a fixed number of evaluations queued at the executor
+    beyond the workers; ``0`` proposes in the driver, reproducibly): see the module's notes.
 
     Raises:
         FailureRateExceeded: the failure guard stopped the run (after draining it).
     """
     if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
         raise AboError(f"n_trials: expected a positive integer, got {n_trials!r}")
-    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
-        raise AboError(f"lookahead: expected a non-negative integer, got {lookahead!r}")
+    auto = lookahead == "auto"
+    if not auto and (
+        isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0
+    ):
+        raise AboError(f"lookahead: expected 'auto' or a non-negative integer, got {lookahead!r}")
+    fixed = 0 if auto else int(lookahead)
     if trial_timeout is not None and not trial_timeout > 0:
         raise AboError(f"trial_timeout: expected a positive number, got {trial_timeout!r}")
     own = executor is None
@@ -371,7 +450,11 @@ def run(
     tag = driver_tag()
     lease = float(getattr(study.config, "lease_seconds", 3600.0))
     heartbeat_every = max(0.5, min(60.0, lease / 3))
-    capacity = workers + lookahead  # evaluations handed to the executor at once
+
+    def capacity() -> int:
+        """Evaluations handed to the executor at once."""
+        return workers + (asker.lookahead if asker is not None else fixed)
+
     # submitted, unfinished evaluations in submission order, with the time each reached the
     # head of the queue (the first ``workers``: taken as running) or None while queued
     inflight: dict[Future, tuple[Trial, float | None]] = {}
@@ -389,6 +472,7 @@ def run(
             future = _submit(executor, study, objective, trial)
             inflight[future] = (trial, None)
             result.trial_ids.append(trial.id)
+        result.max_queued = max(result.max_queued, len(inflight) - workers)
         _start_clocks(inflight, workers, clock())
 
     def withdraw_queued() -> None:
@@ -404,14 +488,14 @@ def run(
                 pass
 
     try:
-        if lookahead:
-            asker = _Asker(study, workers, lookahead, n_trials, {"driver": tag})
+        if auto or fixed:
+            asker = _Asker(study, workers, fixed, n_trials, {"driver": tag}, auto=auto)
         with _signals(stop, grace, clock):
             while True:
                 now = clock()
                 if timeout is not None and now - start > timeout and stop.reason is None:
                     stop.request("timeout", grace, clock())
-                want = min(capacity - len(inflight), n_trials - finished - len(inflight))
+                want = min(capacity() - len(inflight), n_trials - finished - len(inflight))
                 if asker is not None and stop.reason is not None:
                     asker.halt()
                     withdraw_queued()
@@ -437,11 +521,18 @@ def run(
                     # freed workers take ready trials before the results are recorded: those
                     # trials do not wait for the tells (durable writes), so neither do workers
                     left = n_trials - finished - len(done) - len(inflight)
-                    free = min(capacity - len(inflight), left)
-                    launch(asker.take(free, len(inflight), finished + len(done)))
+                    free = min(capacity() - len(inflight), left)
+                    # with nothing queued ahead, the finished ones hold their places until
+                    # they are told, so the next proposal sees their results; with a queue,
+                    # their places refill at once, however long the tells and callbacks take
+                    held = len(done) if asker.lookahead == 0 else 0
+                    launch(asker.take(free, len(inflight) + held, finished + len(done) - held))
                 _start_clocks(inflight, workers, clock())
                 for future, trial in done:
-                    stored = _record(study, trial, _outcome(executor, future, trial), result)
+                    report = _outcome(executor, future, trial)
+                    if asker is not None:
+                        asker.observe(report)
+                    stored = _record(study, trial, report, result)
                     finished += _count(study, stored, result, callback)
                 if trial_timeout is not None:
                     for future, (trial, started) in list(inflight.items()):

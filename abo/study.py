@@ -365,9 +365,10 @@ class Study:
             **options: ``trial_timeout``, ``guard`` (``abo.loop.FailureGuard`` or ``None``),
                 ``grace`` (seconds to wait for running trials when stopped), ``lookahead``
                 (evaluations proposed ahead in a background thread and queued at the
-                executor beyond the workers, so a freed worker starts the next at once; about
-                twice the workers for fast evaluations; pair it with ``refit="background"``
-                and a large ``max_staleness`` for large or fast studies), ``clock``.
+                executor beyond the workers, so a freed worker starts the next at once;
+                ``"auto"``, the default, sizes the queue from the measured seconds per
+                proposal and per evaluation; ``0`` proposes after each tell, in the driver,
+                for exactly reproducible runs; a number fixes the queue), ``clock``.
         """
         from abo.loop import run
 

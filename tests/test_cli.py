@@ -228,6 +228,9 @@ def test_failure_rate_exit_code_and_config_errors(tmp_path: Path) -> None:
     bad.write_text(bad.read_text().replace("n_trials = 0", "n_trials = 3\nlookahead = -1"))
     with pytest.raises(abo.AboError, match="study.lookahead"):
         load_spec(bad)
+    bad.write_text(bad.read_text().replace("lookahead = -1", 'lookahead = "soon"'))
+    with pytest.raises(abo.AboError, match='study.lookahead: expected "auto"'):
+        load_spec(bad)
 
 
 def test_function_objective_runs_on_local_dask_workers(tmp_path: Path) -> None:

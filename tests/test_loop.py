@@ -12,7 +12,7 @@ import pytest
 import abo
 from abo.exceptions import FailureRateExceeded
 from abo.executors import ThreadExecutor
-from abo.loop import FailureGuard, run
+from abo.loop import FailureGuard, auto_lookahead, run
 from abo.trial import TrialState
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "k": abo.Categorical(["a", "b"])})
@@ -22,8 +22,8 @@ def _study(**kw: object) -> abo.Study:
     return abo.create_study(SPACE, strategy="random", seed=3, **kw)  # type: ignore[arg-type]
 
 
-def _counting_objective() -> tuple[Callable[[dict], float], list[int]]:
-    """An objective sleeping 50 ms, and a one-item list: the most evaluations at once."""
+def _counting_objective(seconds: float = 0.05) -> tuple[Callable[[dict], float], list[int]]:
+    """An objective sleeping ``seconds``, and a one-item list: the most evaluations at once."""
     lock = threading.Lock()
     active, peak = [0], [0]
 
@@ -31,7 +31,7 @@ def _counting_objective() -> tuple[Callable[[dict], float], list[int]]:
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-        time.sleep(0.05)
+        time.sleep(seconds)
         with lock:
             active[0] -= 1
         return p["x"]
@@ -273,5 +273,50 @@ def test_when_a_run_stops_queued_evaluations_never_start() -> None:
 
 
 def test_bad_lookahead_is_rejected() -> None:
-    with pytest.raises(abo.AboError, match="lookahead"):
-        run(_study(), lambda p: 0.0, n_trials=1, executor=ThreadExecutor(1), lookahead=-1)
+    for bad in (-1, "soon", 1.5, True):
+        with pytest.raises(abo.AboError, match="lookahead: expected 'auto' or"):
+            run(_study(), lambda p: 0.0, n_trials=1, executor=ThreadExecutor(1), lookahead=bad)
+
+
+def test_the_automatic_lookahead_follows_proposal_and_evaluation_times() -> None:
+    assert auto_lookahead(4, ask_seconds=0.001, eval_seconds=1.0) == 0  # 0.1 %: queue nothing
+    assert auto_lookahead(4, ask_seconds=0.05, eval_seconds=1.0) == 1  # 2 * 4 * 0.05 = 0.4
+    assert auto_lookahead(4, ask_seconds=0.5, eval_seconds=1.0) == 4
+    assert auto_lookahead(16, ask_seconds=0.5, eval_seconds=1.0) == 16
+    assert auto_lookahead(4, ask_seconds=10.0, eval_seconds=1.0) == 8  # capped: 2 x workers
+    assert auto_lookahead(4, ask_seconds=0.1, eval_seconds=0.0) == 8
+
+
+def test_by_default_slow_proposals_for_fast_evaluations_are_queued_ahead() -> None:
+    """A model's proposals (tens of ms) against 2 ms evaluations: the default queues some."""
+    objective, peak = _counting_objective(seconds=0.002)
+    study = abo.create_study(SPACE, strategy="thompson", seed=4, n_initial=4)
+    with ThreadExecutor(2) as ex:
+        result = study.optimize(objective, n_trials=14, executor=ex)
+    assert result.n_done == 14 and len(study) == 14 and not study.pending
+    assert 0 < result.max_queued <= 4  # some, never more than twice the workers
+    assert peak[0] <= 2
+
+
+def test_by_default_cheap_proposals_for_slow_evaluations_are_not_queued() -> None:
+    """Random proposals (well under 1 % of a 0.5 s evaluation): each sees every result."""
+    objective, peak = _counting_objective(seconds=0.5)
+    study = _study()
+    with ThreadExecutor(3) as ex:
+        result = study.optimize(objective, n_trials=6, executor=ex)
+    assert result.n_done == 6 and peak[0] == 3
+    assert result.max_queued == 0
+
+
+def _sequence(lookahead: int | str) -> list[dict]:
+    study = abo.create_study(SPACE, strategy="thompson", seed=11, n_initial=3)
+    with ThreadExecutor(1) as ex:
+        study.optimize(lambda p: (p["x"] - 0.3) ** 2, n_trials=7, executor=ex, lookahead=lookahead)
+    return [t.params for t in study.trials]
+
+
+def test_lookahead_zero_reproduces_a_run_exactly() -> None:
+    """With one worker every result is told in the same order, so a fixed seed fixes the run."""
+    first = _sequence(0)
+    assert _sequence(0) == first
+    assert len(first) == 7 and len({p["x"] for p in first}) == 7
