@@ -194,6 +194,7 @@ class Proposer:
                 n_trials=len(trials),
                 n_workers=n_workers,
                 n_initial=self.spec.resolved_n_initial,
+                history=self._history(trials),
             )
             if needs_model and fitted is None:
                 proposal = Proposal(ctx.uniform(m), [{"strategy": "random"}] * m)
@@ -231,6 +232,15 @@ class Proposer:
                 )
             )
         return proposal.X, records
+
+    def _history(self, trials: Sequence[Trial]) -> tuple[dict[str, Any], ...]:
+        """The records this study's strategy made on earlier trials (``arm`` and details)."""
+        name = self.spec.strategy
+        return tuple(
+            {"arm": t.proposal.arm, **t.proposal.details}
+            for t in trials
+            if t.proposal is not None and t.proposal.strategy == name
+        )
 
     def _deduplicate(
         self, X: Tensor, trials: Sequence[Trial], seed: int, records: list[ProposalRecord]

@@ -7,6 +7,7 @@ from abo.acquisitions import (  # noqa: F401 - registration side effects
     aegis,
     believer,
     local_penalization,
+    portfolio,
     qlognei,
     random,
     thompson,

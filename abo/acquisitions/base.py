@@ -9,7 +9,7 @@ its trial's ``ProposalRecord``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -39,6 +39,9 @@ class ProposalContext:
         n_trials: proposals made so far in the study (AEGiS's schedule uses it).
         n_workers: how many evaluations run at once, when the caller knows (else ``None``).
         n_initial: the size of the study's quasi-random initial design.
+        history: what this strategy recorded on the study's earlier proposals (each
+            record's ``arm`` and details), oldest first: a strategy that learns across asks
+            (``portfolio``) keeps its state there, so a resumed study continues it.
     """
 
     model: Model | None
@@ -51,6 +54,7 @@ class ProposalContext:
     n_trials: int = 0
     n_workers: int | None = None
     n_initial: int | None = None
+    history: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def dim(self) -> int:

@@ -14,9 +14,13 @@ from botorch.test_functions import Branin
 import abo
 from abo.trial import TrialState
 
-STRATEGIES = ["playbook", "lp", "thompson", "aegis", "aegis-rs", "believer", "ucb"]
+STRATEGIES = ["playbook", "lp", "thompson", "aegis", "aegis-rs", "believer", "ucb", "portfolio"]
 CHEAP = {"raw_samples": 32, "num_restarts": 2}
-ARMS = {"aegis": {"exploit", "thompson", "pareto"}, "aegis-rs": {"exploit", "thompson", "random"}}
+ARMS = {
+    "aegis": {"exploit", "thompson", "pareto"},
+    "aegis-rs": {"exploit", "thompson", "random"},
+    "portfolio": {"believer", "qlognei", "thompson", "playbook", "aegis"},
+}
 MIXED = abo.Space(
     {
         "lr": abo.Float(1e-5, 1e-1, log=True),
