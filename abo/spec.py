@@ -80,7 +80,8 @@ class StudySpec:
     refit: str = field(
         default="sync",
         metadata=_doc(
-            "'sync' (refit before each proposal: reproducible), 'background' (asks never "
+            "'sync' (refit before a proposal once the data grew by a step, 5 % past 40 "
+            "observations: reproducible), 'background' (asks never "
             "wait for a fit) or 'full' (a multi-start refit before each proposal)."
         ),
     )

@@ -159,6 +159,38 @@ def test_above_max_exact_the_gp_sees_a_subset_and_asks_report_it() -> None:
         abo.create_study(SPACE, max_exact=3)
 
 
+def _grown(url: str | None, resume_at: int | None) -> list[abo.Trial]:
+    """60 results, then 8 asks each followed by its tell (reloaded from storage at one)."""
+    study = abo.create_study(
+        SPACE, name="s", storage=url, seed=2, strategy="thompson",
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+    )  # fmt: skip
+    gen = torch.Generator().manual_seed(1)
+    for x, y in torch.rand(60, 2, generator=gen, dtype=torch.double).tolist():
+        study.add({"x": x, "y": y}, _f({"x": x, "y": y}))
+    for i in range(8):
+        if i == resume_at:
+            study = abo.load_study("s", storage=url)
+        trial = study.ask()
+        study.tell(trial.id, _f(trial.params))
+    return study.trials[60:]
+
+
+@pytest.mark.slow
+def test_sync_refits_once_the_data_grew_5_percent_and_a_resume_keeps_the_schedule(
+    tmp_path: Path,
+) -> None:
+    """Past 40 observations an ask refits only after refit_step new results; the asks in
+    between condition the recorded hyperparameters on all the data (exactly, reproducibly)."""
+    straight = _grown(None, None)
+    # refit_step(60) = 3: fitted on 60, then on 63 and 66; every ask sees every result
+    assert [t.proposal.fit_observations for t in straight] == [60, 60, 60, 63, 63, 63, 66, 66]
+    assert [t.proposal.n_observations for t in straight] == list(range(60, 68))
+    resumed = _grown(f"sqlite:///{tmp_path / 'r.db'}", 4)  # between two refits
+    assert [t.params for t in resumed] == [t.params for t in straight]
+    assert [t.proposal.fit_observations for t in resumed] == [60, 60, 60, 63, 63, 63, 66, 66]
+
+
 def test_background_refits_start_every_observation_early_and_every_5_percent_later() -> None:
     assert [refit_module.refit_step(n) for n in (5, 39, 40, 200, 1000)] == [1, 1, 2, 10, 50]
 
