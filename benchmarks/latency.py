@@ -9,8 +9,14 @@ in a background thread of the same process (competing for the same cores, as in 
 Each (strategy, size) runs in its own process under a time cap; when the cap is hit, that size
 is reported with the asks it finished (or skipped) and larger sizes for that strategy are skipped.
 
+Two names are not strategies: ``default`` is a study created with no strategy, refit or thread
+option at all (what a user gets), and ``optuna-gp`` is Optuna's ``GPSampler`` given the same
+data, the same busy trials (asked, never told) and the same timed ask-then-tell cycle. Torch
+runs with abo's own thread choice unless ``--threads`` sets one for every cell.
+
     python -m benchmarks latency --sizes 50 200 500 --strategies qlognei thompson
     python -m benchmarks latency --sizes 1000 5000 --refit background --strategies thompson
+    python -m benchmarks latency --sizes 1000 10000 --strategies default optuna-gp --refit default
 """
 
 from __future__ import annotations
@@ -25,23 +31,41 @@ import numpy as np
 BUSY = 8
 
 
+OPTUNA = "optuna-gp"
+DEFAULT = "default"  # create_study with no strategy, refit or thread option
+
+
 def _measure(
-    strategy: str, n: int, repeats: int, seed: int, cap: float, queue: Any, options: dict
+    strategy: str,
+    n: int,
+    repeats: int,
+    seed: int,
+    cap: float,
+    queue: Any,
+    options: dict,
+    threads: int | None = None,
 ) -> None:
     """Worker process: put each timed ask's seconds on ``queue``, then ``None``."""
     import warnings
 
     import torch
 
-    torch.set_num_threads(1)
+    if threads is not None:
+        torch.set_num_threads(threads)
     warnings.simplefilter("ignore")
+    if strategy == OPTUNA:
+        _measure_optuna(n, repeats, seed, cap, queue)
+        return
     import abo
     from benchmarks.suites import get_problem
 
     problem = get_problem("hartmann6")
     names = [f"x{i}" for i in range(problem.dim)]
     space = abo.Space({name: abo.Float(0.0, 1.0) for name in names})
-    study = abo.create_study(space, strategy=strategy, seed=seed, n_initial=1, **options)
+    if strategy == DEFAULT:
+        study = abo.create_study(space, seed=seed, n_initial=1)
+    else:
+        study = abo.create_study(space, strategy=strategy, seed=seed, n_initial=1, **options)
     rng = np.random.default_rng(seed)
     for x in rng.random((n, problem.dim)):
         study.add(dict(zip(names, map(float, x), strict=True)), problem(x))
@@ -60,6 +84,44 @@ def _measure(
     queue.put(None)
 
 
+def _measure_optuna(n: int, repeats: int, seed: int, cap: float, queue: Any) -> None:
+    """``_measure`` for Optuna's ``GPSampler``: the same data, busy trials and timed cycle."""
+    import numpy as np
+    import optuna
+
+    from benchmarks.suites import get_problem
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    problem = get_problem("hartmann6")
+    names = [f"x{i}" for i in range(problem.dim)]
+    dists = {name: optuna.distributions.FloatDistribution(0.0, 1.0) for name in names}
+    sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=1)
+    study = optuna.create_study(sampler=sampler, direction="minimize")
+    rng = np.random.default_rng(seed)
+    study.add_trials(
+        [
+            optuna.trial.create_trial(
+                params=dict(zip(names, map(float, x), strict=True)),
+                distributions=dists,
+                value=float(problem(x)),
+            )
+            for x in rng.random((n, problem.dim))
+        ]
+    )
+    for _ in range(BUSY):
+        study.ask(dists)  # running, never told: busy points for the sampler
+    queue.put("ready")
+    started = time.perf_counter()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        trial = study.ask(dists)  # the fixed distributions make the sampler propose here
+        queue.put(time.perf_counter() - t0)
+        study.tell(trial, float(problem(np.array([trial.params[name] for name in names]))))
+        if time.perf_counter() - started > cap:
+            break
+    queue.put(None)
+
+
 def measure(
     strategy: str,
     n: int,
@@ -68,15 +130,17 @@ def measure(
     cap: float,
     options: dict | None = None,
     setup: float = 60.0,
+    threads: int | None = None,
 ) -> tuple[list[float], bool]:
     """Seconds of each timed ask, and whether the cap cut the measurement short.
 
     ``options`` go to ``create_study`` (``refit``, ``max_staleness``); ``setup`` seconds are
-    allowed for spawning, adding the data and the first fit, before the ``cap`` starts.
+    allowed for spawning, adding the data and the first fit, before the ``cap`` starts;
+    ``threads`` sets torch's threads in the measuring process (``None``: abo's choice).
     """
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    args = (strategy, n, repeats, seed, cap, queue, dict(options or {}))
+    args = (strategy, n, repeats, seed, cap, queue, dict(options or {}), threads)
     proc = ctx.Process(target=_measure, args=args)
     proc.start()
     times: list[float] = []
@@ -107,21 +171,25 @@ def main(args: argparse.Namespace) -> int:
 
     strategies = args.strategies or list(abo.strategies())
     for name in strategies:
-        abo.registry.check_strategy(name)
-    options = {"refit": args.refit, "max_staleness": args.max_staleness}
+        if name not in (DEFAULT, OPTUNA):
+            abo.registry.check_strategy(name)
+    options: dict[str, Any] = {}
+    if args.refit != "default":
+        options = {"refit": args.refit, "max_staleness": args.max_staleness}
     if args.max_exact is not None:
         options["max_exact"] = args.max_exact
-    policy = (
-        "every ask refits first"
-        if args.refit == "sync"
-        else f"background refits, max_staleness {args.max_staleness or 'default'}"
-    )
+    policy = {
+        "default": "the study's default",
+        "sync": "refits when the data grew 5 %, past 40 observations",
+        "full": "a full refit before every ask",
+    }.get(args.refit, f"background refits, max_staleness {args.max_staleness or 'default'}")
+    threads = "abo's choice" if args.threads is None else str(args.threads)
     print(
         f"`Study.ask()` seconds, Hartmann-6, {BUSY} busy trials, one completion before "
         f"each ask; refit={args.refit} ({policy}); max_exact "
         f"{args.max_exact or 'default'}; {args.repeats} asks per cell, cap "
         f"{args.cap:g} s of asking per cell (setup: adding the data and the first fit, "
-        f"{args.setup:g} s)."
+        f"{args.setup:g} s); torch threads: {threads}."
     )
     print()
     print("| strategy | " + " | ".join(f"n = {n}" for n in args.sizes) + " |")
@@ -133,7 +201,7 @@ def main(args: argparse.Namespace) -> int:
                 cells.append("skipped")
                 continue
             times, capped = measure(
-                name, n, args.repeats, args.seed, args.cap, dict(options), args.setup
+                name, n, args.repeats, args.seed, args.cap, dict(options), args.setup, args.threads
             )
             if not times:
                 cells.append(f"over {args.cap:g} s")
