@@ -20,8 +20,11 @@ Two policies, chosen per study (``create_study(..., refit=...)``) or per process
   hyperparameters that lag the data by more than ``max_staleness`` observations (the ask then
   waits for a fresh fit).
   By default that is 20, and past 50 observations a tenth of the data (early fits are cheap
-  and early data move the hyperparameters most); a study with many fast workers sets a
-  larger bound so that asks never wait for a slow refit.
+  and early data move the hyperparameters most), or, when more, the results that arrive
+  during two refits at the measured pace (``staleness_bound``): a study whose results come
+  faster than a refit takes lets refits run back to back in the background instead of making
+  asks wait for them, while a slow study keeps the tight bound and fresh hyperparameters. An
+  explicit ``max_staleness`` replaces the rule.
   A refit starts once the data have grown by ``refit_step`` (one observation while fits are
   cheap, 5 % of the data beyond 40), or by half the staleness bound if that comes first, so
   that a refit normally ends before an ask would have to wait for one. Proposals depend on
@@ -39,7 +42,9 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+import time
 import weakref
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -114,14 +119,32 @@ class ModelManager:
         self._thread: threading.Thread | None = None
         self.refits = 0  # completed hyperparameter fits (for tests and benchmarks)
         self.waits = 0  # asks that had to wait for a fit (the lag passed the bound)
+        self.fit_seconds: float | None = None  # the latest background fit's duration
+        self._arrivals: deque[tuple[float, int]] = deque(maxlen=64)  # (time, observations)
         self.fit_process = FitProcess.shared() if mode == "background" else None
 
     def staleness_bound(self, n: int) -> int:
         """The most observations the proposing hyperparameters may lag ``n`` observations:
-        ``max_staleness`` when set, else 20 and (past 50) a tenth of the data."""
+        ``max_staleness`` when set, else 20 and (past 50) a tenth of the data, or the results
+        that arrive during two refits at the measured pace when those are more."""
         if self.max_staleness is not None:
             return self.max_staleness
-        return min(20, max(5, n // 10))
+        static = min(20, max(5, n // 10))
+        rate = self.arrival_rate()
+        if rate is None or self.fit_seconds is None:
+            return static
+        return max(static, math.ceil(2.0 * rate * self.fit_seconds))
+
+    def observe(self, n: int, now: float | None = None) -> None:
+        """Note that the data hold ``n`` observations at ``now`` (the pace of results)."""
+        self._arrivals.append((time.monotonic() if now is None else now, n))
+
+    def arrival_rate(self) -> float | None:
+        """New observations per second over the recent asks (``None`` before two)."""
+        if len(self._arrivals) < 2:
+            return None
+        (t0, n0), (t1, n1) = self._arrivals[0], self._arrivals[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 and n1 > n0 else None
 
     def model(
         self,
@@ -211,6 +234,7 @@ class ModelManager:
             latest = self._latest
         if latest is not None and latest.key == key:
             return latest.fitted, latest.fitted.n
+        self.observe(X.shape[0])
         bound = self.staleness_bound(X.shape[0])
         if latest is None or X.shape[0] - latest.fitted.n > bound:
             if latest is not None:
@@ -256,9 +280,11 @@ class ModelManager:
         self, key: tuple[int, ...], X: Tensor, Y: Tensor, previous: FittedModel | None
     ) -> None:
         try:
+            started = time.monotonic()
             with silenced(), torch_threads():  # a failed refit keeps the old hypers quietly
                 n_prev = previous.n if previous else None
                 fitted = self._fit(X, Y, previous, n_prev, elsewhere=True)
+            self.fit_seconds = time.monotonic() - started
         except SurrogateFitError:
             return  # keep the previous hyperparameters; the next ask tries again
         with self._lock:

@@ -89,7 +89,8 @@ class StudySpec:
         default=None,
         metadata=_doc(
             "With refit='background', the most observations the proposing hyperparameters "
-            "may lag behind the data (default 20, and a tenth of the data past 50)."
+            "may lag behind the data (default 20, and a tenth of the data past 50, or the "
+            "results that arrive during two refits at the measured pace when those are more)."
         ),
     )
     max_exact: int = field(

@@ -201,6 +201,27 @@ def test_staleness_is_bounded_by_a_tenth_of_the_data_too() -> None:
     assert refit_module.ModelManager("auto", max_staleness=3).staleness_bound(400) == 3
 
 
+def test_the_staleness_bound_widens_when_results_outpace_refits() -> None:
+    """Past the static bound when results arrive faster than a refit takes: two refits'
+    worth of results; a slow study keeps the tight bound; an explicit bound always wins."""
+    manager = refit_module.ModelManager("auto", mode="background")
+    manager.observe(300, now=0.0)
+    assert manager.staleness_bound(300) == 20  # no pace known yet
+    manager.observe(500, now=10.0)  # 20 results a second
+    manager.fit_seconds = 1.5
+    assert manager.staleness_bound(500) == 60
+    slow = refit_module.ModelManager("auto", mode="background")
+    slow.observe(300, now=0.0)
+    slow.observe(310, now=100.0)  # one result every 10 s
+    slow.fit_seconds = 1.5
+    assert slow.staleness_bound(310) == 20
+    fixed = refit_module.ModelManager("auto", mode="background", max_staleness=7)
+    fixed.observe(300, now=0.0)
+    fixed.observe(500, now=10.0)
+    fixed.fit_seconds = 1.5
+    assert fixed.staleness_bound(500) == 7
+
+
 def test_background_models_of_one_refit_share_playbooks_lipschitz_cache() -> None:
     """Asks between two refits condition new models on the same hyperparameters; a busy
     point's Lipschitz constant is computed once for them, and afresh after a refit."""
