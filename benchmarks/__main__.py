@@ -101,15 +101,17 @@ def parser() -> argparse.ArgumentParser:
     util = sub.add_parser("utilization", help="study.optimize on a local Dask cluster")
     util.add_argument("--trials", type=int, default=200)
     util.add_argument("--workers", type=int, default=32)
-    util.add_argument("--strategy", default="qlognei")
+    util.add_argument("--strategy", default="default", help="default: the study's")
     util.add_argument("--seed", type=int, default=0)
-    util.add_argument("--refit", choices=["sync", "background"], default="sync")
+    util.add_argument("--refit", choices=["default", "sync", "background"], default="default")
     util.add_argument("--max-staleness", type=int, default=None)
-    util.add_argument("--lookahead", type=int, default=0, help="trials proposed ahead")
+    util.add_argument(
+        "--lookahead", default="auto", help="trials proposed ahead: auto (default) or a number"
+    )
     util.add_argument(
         "--extra", type=int, default=None,
         help="trials beyond --trials, so that utilization at --trials completions is measured "
-        "before the drain (default workers + lookahead)",
+        "before the drain (default workers + lookahead, or 3 x workers with auto)",
     )  # fmt: skip
     util.set_defaults(func=_utilization)
 

@@ -20,6 +20,9 @@ quadratic; the driver proposes with ``--strategy``. Reported:
   ``trials``-th trial completes, over workers x that time: the ramp-up counts, the drain that
   a finite budget forces does not (the run goes on past that moment).
 
+With no options the study and ``optimize`` run with their defaults (the default strategy and
+refit policy, ``lookahead="auto"``, abo's own torch threads): what a user gets.
+
     python -m benchmarks utilization --trials 200 --workers 32
     python -m benchmarks utilization --trials 1000 --workers 32 --strategy thompson \
         --refit background --max-staleness 1000 --lookahead 8
@@ -98,17 +101,18 @@ def _warm_up() -> None:
 def measure(
     trials: int,
     workers: int,
-    strategy: str,
+    strategy: str | None,
     seed: int,
-    refit: str = "sync",
+    refit: str | None = None,
     max_staleness: int | None = None,
-    lookahead: int = 0,
+    lookahead: int | str = "auto",
     extra: int = 0,
 ) -> dict[str, float]:
     """Run one study on a fresh local cluster; its utilization and proposal-wait fraction.
 
     ``extra`` trials beyond ``trials`` are run (and counted in the whole-run figures) so that
-    the utilization at ``trials`` completions is measured before the final drain.
+    the utilization at ``trials`` completions is measured before the final drain; ``None``
+    for ``strategy`` or ``refit`` leaves the study's default.
     """
     import warnings
 
@@ -116,13 +120,13 @@ def measure(
     from abo.executors import DaskExecutor
 
     warnings.simplefilter("ignore")
-    import torch
-
-    torch.set_num_threads(1)  # as abo's commands do: the workers share the cores
     space = abo.Space({f"x{i}": abo.Float(0.0, 1.0) for i in range(DIM)})
-    study = abo.create_study(
-        space, strategy=strategy, seed=seed, refit=refit, max_staleness=max_staleness
-    )
+    options: dict[str, Any] = {"max_staleness": max_staleness}
+    if strategy is not None:
+        options["strategy"] = strategy
+    if refit is not None:
+        options["refit"] = refit
+    study = abo.create_study(space, seed=seed, **options)
     executor = DaskExecutor(n_workers=workers)
     executor.client.wait_for_workers(workers)
     executor.client.run(_warm_up)  # imports on every worker now, not inside the measured run
@@ -164,10 +168,14 @@ def main(args: argparse.Namespace) -> int:
     """Print the measurement as a Markdown table."""
     from benchmarks.gp_vs_optuna import machine
 
-    extra = args.workers + args.lookahead if args.extra is None else args.extra
+    lookahead = args.lookahead if args.lookahead == "auto" else int(args.lookahead)
+    queue = 2 * args.workers if lookahead == "auto" else int(lookahead)  # the most queued
+    extra = args.workers + queue if args.extra is None else args.extra
+    strategy = None if args.strategy == "default" else args.strategy
+    refit = None if args.refit == "default" else args.refit
     m = measure(
-        args.trials, args.workers, args.strategy, args.seed,
-        args.refit, args.max_staleness, args.lookahead, extra,
+        args.trials, args.workers, strategy, args.seed,
+        refit, args.max_staleness, lookahead, extra,
     )  # fmt: skip
     print(
         f"`study.optimize`, strategy {args.strategy}, refit={args.refit} (max_staleness "
