@@ -5,6 +5,10 @@ which collapses the posterior variance there, and LogEI on that model picks the 
 The believed outcomes count as data, so they also enter the incumbent ``best_f`` (Ginsbourger
 et al. 2010); with ``best_f = max(Y)`` alone, a busy point believed better than every result
 keeps its neighbourhood attractive and the believer proposes next to it again.
+The observed part of the incumbent is the model's posterior mean at the observed points, not
+the observations themselves (the "plug-in" incumbent of noisy EI, Picheny et al. 2013): for a
+deterministic objective the GP interpolates, so the two agree; for a noisy one, a lucky
+observation does not raise the bar every later point is measured against.
 Several points in one call are chosen greedily: each chosen point is believed in turn.
 """
 
@@ -37,6 +41,14 @@ def believe(model: Model, X_busy: Tensor) -> tuple[Model, Tensor]:
     return model.condition_on_observations(X_busy, mean), mean
 
 
+def plug_in(model: Model, X: Tensor) -> Tensor:
+    """The posterior mean at the observed points (``n``): the observed part of the incumbent."""
+    if X.shape[0] == 0:
+        return X.new_zeros(0)
+    with torch.no_grad():
+        return cast(PosteriorMoments, model.posterior(X)).mean.reshape(-1)
+
+
 @register_strategy("believer", "kriging believer: busy points believed at their mean, then LogEI")
 class BelieverStrategy:
     """Kriging believer with LogEI (``best_f``: the best observed or believed utility).
@@ -55,10 +67,16 @@ class BelieverStrategy:
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         model_0 = ctx.model
+        observed = plug_in(model_0, ctx.X)
+        incumbents: list[float] = []
 
         def make_acq(busy: Tensor) -> LogExpectedImprovement:
             model, believed = believe(model_0, busy)
-            best_f = torch.cat([ctx.Y.reshape(-1), believed.reshape(-1)]).max()
+            best_f = torch.cat([observed, believed.reshape(-1)]).max()
+            incumbents.append(round(float(best_f), 6))
             return LogExpectedImprovement(model, best_f=best_f)
 
-        return greedy_batch(ctx, n, self.name, make_acq, seeded_maximize, self.budget)
+        proposal = greedy_batch(ctx, n, self.name, make_acq, seeded_maximize, self.budget)
+        for info, best in zip(proposal.info, incumbents, strict=True):
+            info["incumbent"] = best  # the bar LogEI measured against (model scale, larger better)
+        return proposal

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from botorch.acquisition.analytic import LogExpectedImprovement
 from strategy_helpers import make_ctx, peaked_data
 
-from abo.acquisitions.believer import BelieverStrategy, believe
+from abo.acquisitions.believer import BelieverStrategy, believe, plug_in
 from abo.acquisitions.optimize import OptimizerBudget, maximize
 from abo.surrogate import fit_gp
 
@@ -44,3 +45,18 @@ def test_believer_moves_away_from_where_plain_logei_would_go() -> None:
     assert torch.cdist(proposal.X, busy).min() > 0.02
     assert torch.pdist(proposal.X).min() > 0.02  # the first new point is believed too
     assert [i["strategy"] for i in proposal.info] == ["believer", "believer"]
+
+
+def test_the_incumbent_is_the_posterior_mean_so_a_lucky_noisy_result_does_not_set_the_bar() -> None:
+    from abo.surrogate import fit_gp
+
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(10, 2, generator=gen, dtype=torch.double).repeat(3, 1)  # each point 3 times
+    Y = torch.sin(4 * X[:, :1]) + 0.5 * torch.randn(30, 1, generator=gen, dtype=torch.double)
+    noisy = fit_gp(X, Y, noise="auto").model  # repeats that disagree: it learns the noise
+    assert plug_in(noisy, X).max() < Y.max() - 0.3  # the luckiest repeat does not set the bar
+    proposal = BelieverStrategy(raw_samples=32, num_restarts=2).propose(make_ctx(noisy, X, Y), 1)
+    assert proposal.info[0]["incumbent"] < Y.max().item() - 0.3  # and the strategy uses it
+    clean = torch.sin(4 * X[:, :1])  # a deterministic objective: the GP interpolates
+    exact = fit_gp(X, clean, noise="deterministic").model
+    assert plug_in(exact, X).max().item() == pytest.approx(clean.max().item(), abs=1e-3)
