@@ -124,7 +124,9 @@ def demo(
     resume: Annotated[
         str | None, typer.Option(help="Continue this study instead of starting a new one.")
     ] = None,
-    strategy: Annotated[str, typer.Option(help="Strategy name (see abo strategies).")] = "qlognei",
+    strategy: Annotated[
+        str | None, typer.Option(help="Strategy name (see abo strategies); default: abo's.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed of a new study.")] = 0,
     min_seconds: Annotated[float, typer.Option(help="Shortest evaluation.")] = 0.2,
     max_seconds: Annotated[float, typer.Option(help="Longest evaluation.")] = 1.5,
@@ -140,6 +142,7 @@ def demo(
     from abo.demo import PARAMS, slow_hartmann6
     from abo.executors import DaskExecutor
     from abo.plots import convergence
+    from abo.spec import DEFAULT_STRATEGY
 
     console = make_console()
     where = storage_label(storage)
@@ -156,7 +159,7 @@ def demo(
                 space,
                 name=name,
                 storage=storage,
-                strategy=strategy,
+                strategy=strategy or DEFAULT_STRATEGY,
                 seed=seed,
                 noise="deterministic",
             )

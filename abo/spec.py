@@ -40,6 +40,10 @@ def _doc(text: str) -> dict[str, str]:
     return {"doc": text}
 
 
+DEFAULT_STRATEGY = "qlognei"
+"""The strategy of a study created without one (see docs/benchmarks.md for the evidence)."""
+
+
 @dataclass(frozen=True)
 class StudySpec:
     """A study's definition: its space, outcomes, strategy and how trials are run and kept.
@@ -55,7 +59,7 @@ class StudySpec:
             "called 'value', minimised; 'direction' sets its direction)."
         ),
     )
-    strategy: str = field(default="qlognei", metadata=_doc("A name from abo.strategies()."))
+    strategy: str = field(default=DEFAULT_STRATEGY, metadata=_doc("A name from abo.strategies()."))
     strategy_options: Mapping[str, Any] = field(
         default_factory=dict, metadata=_doc("Keyword arguments for the strategy.")
     )

@@ -31,7 +31,7 @@ from abo.exceptions import AboError, DuplicatedStudyError, SearchSpaceError, Stu
 from abo.outcomes import Outcome, check_number, check_values
 from abo.proposer import Proposer
 from abo.space import Space
-from abo.spec import StudySpec
+from abo.spec import DEFAULT_STRATEGY, StudySpec
 from abo.storage import QueuedPoint, Storage, StudyRecord, open_storage
 from abo.summary import best_trial
 from abo.threads import torch_threads
@@ -404,7 +404,7 @@ def create_study(
     name: str | None = None,
     storage: str | Storage | None = None,
     direction: str | None = None,
-    strategy: str = "qlognei",
+    strategy: str = DEFAULT_STRATEGY,
     seed: int | None = None,
     *,
     load_if_exists: bool = False,

@@ -34,7 +34,7 @@ from abo.exceptions import (
 from abo.outcomes import Outcome, check_values
 from abo.service.codes import CODES
 from abo.space import Space
-from abo.spec import StudySpec
+from abo.spec import DEFAULT_STRATEGY, StudySpec
 from abo.trial import ProposalRecord, Trial, TrialState
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class Client:
         space: Space | Mapping[str, Any],
         name: str,
         direction: str | None = None,
-        strategy: str = "qlognei",
+        strategy: str = DEFAULT_STRATEGY,
         seed: int | None = None,
         *,
         load_if_exists: bool = False,
