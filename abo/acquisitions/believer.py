@@ -42,11 +42,15 @@ def believe(model: Model, X_busy: Tensor) -> tuple[Model, Tensor]:
 
 
 def plug_in(model: Model, X: Tensor) -> Tensor:
-    """The posterior mean at the observed points (``n``): the observed part of the incumbent."""
+    """The posterior mean at the observed points (``n``): the observed part of the incumbent.
+
+    Each point is its own one-point posterior (``n x 1 x d``), so no ``n x n`` joint covariance
+    is formed: at 10,000 observations that is milliseconds, not seconds.
+    """
     if X.shape[0] == 0:
         return X.new_zeros(0)
     with torch.no_grad():
-        return cast(PosteriorMoments, model.posterior(X)).mean.reshape(-1)
+        return cast(PosteriorMoments, model.posterior(X.unsqueeze(-2))).mean.reshape(-1)
 
 
 @register_strategy("believer", "kriging believer: busy points believed at their mean, then LogEI")

@@ -76,7 +76,8 @@ def member_probabilities(
     if rounds and model is not None:
         X = torch.tensor([x for entries in rounds for _, x in entries], dtype=torch.double)
         with torch.no_grad():
-            mean = cast(PosteriorMoments, model.posterior(X)).mean.reshape(-1).tolist()
+            post = model.posterior(X.unsqueeze(-2))  # one-point posteriors: no n x n covariance
+            mean = cast(PosteriorMoments, post).mean.reshape(-1).tolist()
         at = 0
         for entries in rounds:
             means = mean[at : at + len(entries)]
