@@ -22,7 +22,12 @@ from botorch.models.model import Model
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
-from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments, greedy_batch
+from abo.acquisitions.optimize import (
+    OptimizerBudget,
+    PosteriorMoments,
+    best_observed,
+    greedy_batch,
+)
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 
@@ -71,7 +76,7 @@ class BelieverStrategy:
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         model_0 = ctx.model
-        observed = plug_in(model_0, ctx.X)
+        observed = plug_in(model_0, best_observed(ctx.X, ctx.Y))
         incumbents: list[float] = []
 
         def make_acq(busy: Tensor) -> LogExpectedImprovement:

@@ -24,7 +24,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
-from abo.acquisitions.optimize import OptimizerBudget, greedy_batch, maximize
+from abo.acquisitions.optimize import OptimizerBudget, best_observed, greedy_batch, maximize
 from abo.acquisitions.quiet import quiet_proposal
 
 NOISE_FREE_BELOW = 1e-4
@@ -35,21 +35,6 @@ def is_noise_free(model: Model) -> bool:
     """Whether the model's observation noise is negligible (a deterministic objective)."""
     noise = getattr(getattr(model, "likelihood", None), "noise", None)
     return noise is not None and bool((noise.detach() <= NOISE_FREE_BELOW).all())
-
-
-MAX_BASELINE = 256
-"""The most observed points qLogNEI's incumbent is sampled over (the best by observed value)."""
-
-
-def baseline(X: Tensor, Y: Tensor, k: int = MAX_BASELINE) -> Tensor:
-    """The observed points qLogNEI may take its incumbent from: all of them up to ``k``, then
-    the ``k`` best observed. Its joint posterior over the baseline costs ``O(n^2)`` memory and
-    time per sample (1,000 points: seconds an ask); the point with the best posterior mean is,
-    short of extreme noise, among the best observed ones. Studies under ``k`` results are
-    unchanged."""
-    if X.shape[0] <= k:
-        return X
-    return X[Y.reshape(-1).topk(k).indices.sort().values]
 
 
 @register_strategy(
@@ -89,7 +74,7 @@ class QLogNEIStrategy:
             )
         return qLogNoisyExpectedImprovement(
             model=ctx.model,
-            X_baseline=baseline(ctx.X, ctx.Y),
+            X_baseline=best_observed(ctx.X, ctx.Y),
             X_pending=X_pending,
             sampler=sampler,
             prune_baseline=True,

@@ -25,17 +25,17 @@ def test_joint_batch_is_distinct_in_bounds_and_seeded(peaked) -> None:
 
 def test_the_noisy_incumbent_is_sampled_over_the_best_observed_points_only() -> None:
     """qLogNEI's joint posterior over every observation cost seconds at 1,000 results."""
-    from abo.acquisitions.qlognei import MAX_BASELINE, baseline
+    from abo.acquisitions.optimize import MAX_INCUMBENTS, best_observed
     from abo.surrogate import fit_gp
 
     gen = torch.Generator().manual_seed(0)
     X = torch.rand(300, 2, generator=gen, dtype=torch.double)
     Y = -((X - 0.5) ** 2).sum(-1, keepdim=True) + 0.05 * torch.randn(300, 1, generator=gen)
-    kept = baseline(X, Y)
-    assert kept.shape[0] == MAX_BASELINE
-    best = set(Y.reshape(-1).topk(MAX_BASELINE).indices.tolist())
+    kept = best_observed(X, Y)
+    assert kept.shape[0] == MAX_INCUMBENTS
+    best = set(Y.reshape(-1).topk(MAX_INCUMBENTS).indices.tolist())
     assert {int((X == row).all(-1).nonzero()) for row in kept} == best  # the best ones
-    assert torch.equal(baseline(X[:50], Y[:50]), X[:50])  # small studies: all of them
+    assert torch.equal(best_observed(X[:50], Y[:50]), X[:50])  # small studies: all of them
     model = fit_gp(X, Y, noise="auto").model
     acq = make_strategy("qlognei").acquisition(make_ctx(model, X, Y), X[:0])
-    assert acq.X_baseline.shape[0] <= MAX_BASELINE  # the strategy passes the kept points
+    assert acq.X_baseline.shape[0] <= MAX_INCUMBENTS  # the strategy passes the kept points
