@@ -328,9 +328,12 @@ class _Asker:
                 self.cond.notify_all()
 
     def observe(self, report: Mapping[str, Any]) -> None:
-        """Note how long a finished evaluation ran on its worker (for the automatic size)."""
+        """Note how long a successful evaluation ran on its worker (for the automatic size);
+        a failure that returns at once says nothing about what an evaluation costs."""
         started, finished = report.get("started"), report.get("finished")
-        if not self.auto or not isinstance(started, float) or not isinstance(finished, float):
+        if not self.auto or report.get("status") != "ok":
+            return
+        if not isinstance(started, float) or not isinstance(finished, float):
             return
         with self.cond:
             self.durations.append(max(0.0, finished - started))
@@ -488,9 +491,9 @@ def run(
                 pass
 
     try:
-        if auto or fixed:
-            asker = _Asker(study, workers, fixed, n_trials, {"driver": tag}, auto=auto)
         with _signals(stop, grace, clock):
+            if (auto or fixed) and stop.reason is None:  # not when stopped while starting up
+                asker = _Asker(study, workers, fixed, n_trials, {"driver": tag}, auto=auto)
             while True:
                 now = clock()
                 if timeout is not None and now - start > timeout and stop.reason is None:

@@ -40,7 +40,7 @@ def _doc(text: str) -> dict[str, str]:
     return {"doc": text}
 
 
-DEFAULT_STRATEGY = "qlognei"
+DEFAULT_STRATEGY = "auto"
 """The strategy of a study created without one (see docs/benchmarks.md for the evidence)."""
 
 

@@ -118,7 +118,7 @@ def test_two_processes_with_the_model_strategy(tmp_path: Path) -> None:
     )
     results = run_workers(tmp_path, url, "gp", "tell", 5)
     check_concurrent_tells(url, "gp", results, 5)
-    assert any(t.proposal.strategy == "qlognei" for t in abo.load_study("gp", url).trials)
+    assert any(t.proposal.strategy == "auto" for t in abo.load_study("gp", url).trials)
 
 
 @pytest.mark.slow

@@ -37,7 +37,7 @@ MIXED = Space(
         "opt": Categorical(["sgd", "adam", "rmsprop"]),
     }
 )
-# a small acquisition budget keeps the model phase fast; the strategy is still qlognei
+# a small acquisition budget keeps the model phase fast; the strategy is still the default
 FAST = {"mc_samples": 32, "raw_samples": 64, "num_restarts": 2}
 
 
@@ -288,7 +288,7 @@ def test_added_results_are_done_trials_the_model_uses() -> None:
     assert a.state is TrialState.DONE and a.value == 0.1 and a.user == {"source": "paper"}
     assert a.proposal.strategy == "added"
     t = s.ask()  # two observations and n_initial=2 reached: the GP proposes this one
-    assert t.proposal.strategy == "qlognei"
+    assert t.proposal.strategy == "auto"
     assert t.proposal.n_observations == 2
     assert s.best is not None and s.best.id == a.id
 
@@ -517,7 +517,7 @@ def test_same_seed_same_proposals_through_the_model_phase() -> None:
     a = run_study(REPRO_SPACE, 11, 7, objective, n_initial=3)
     b = run_study(REPRO_SPACE, 11, 7, objective, n_initial=3)
     assert len(a) == 8
-    assert sum(t.proposal.strategy == "qlognei" for t in a) >= 5  # well past n_initial
+    assert sum(t.proposal.strategy == "auto" for t in a) >= 5  # well past n_initial
     assert [t.params for t in a] == [t.params for t in b]
     assert [t.proposal.strategy for t in a] == [t.proposal.strategy for t in b]
     c = run_study(REPRO_SPACE, 12, 3, objective, n_initial=3)
@@ -528,7 +528,7 @@ def test_same_seed_same_proposals_through_the_model_phase() -> None:
 def test_mixed_space_decodes_to_valid_values_in_both_phases() -> None:
     trials = run_study(MIXED, 3, 7, mixed_objective, n_initial=4)
     phases = {t.proposal.strategy for t in trials}
-    assert {"sobol", "qlognei"} <= phases
+    assert {"sobol", "auto"} <= phases
     for t in trials:
         p = t.params
         assert MIXED.validate(p) == p
@@ -604,13 +604,13 @@ def test_a_callers_info_never_reaches_abos_proposal_record(tmp_path: Path) -> No
         s.tell(t.id, objective(t.params))
     t = s.ask(info={"model": "resnet50", "strategy": "mine"})
     assert t.info == {"model": "resnet50", "strategy": "mine"}
-    assert t.proposal.strategy == "qlognei" and t.proposal.model is not None
+    assert t.proposal.strategy == "auto" and t.proposal.model is not None
     told = s.tell(t.id, 1.0, info={"model": "x", "worker": "w1"})
     assert told.info["model"] == "resnet50" and told.info["worker"] == "w1"  # adds, never sets
     assert told.proposal == t.proposal
     reopened = abo.load_study("apart", storage=url)  # a restart
     nxt = reopened.ask()
-    assert nxt.proposal.strategy == "qlognei" and nxt.proposal.model is not None
+    assert nxt.proposal.strategy == "auto" and nxt.proposal.model is not None
 
 
 def test_a_malformed_model_record_is_skipped_for_the_warm_start(tmp_path: Path) -> None:
@@ -634,7 +634,7 @@ def test_a_malformed_model_record_is_skipped_for_the_warm_start(tmp_path: Path) 
     reopened = abo.load_study("old", storage=url)
     assert reopened.trial(10).proposal.model is None and reopened.trial(8).proposal.model
     t = reopened.ask()  # a model proposal, warm-started from trial 8's well-formed record
-    assert t.proposal.strategy == "qlognei" and t.proposal.model is not None
+    assert t.proposal.strategy == "auto" and t.proposal.model is not None
 
 
 # -- running an example twice ------------------------------------------------------------------

@@ -5,6 +5,7 @@ Importing this package registers the built-in strategies by name (see ``abo.stra
 
 from abo.acquisitions import (  # noqa: F401 - registration side effects
     aegis,
+    auto,
     believer,
     local_penalization,
     portfolio,

@@ -14,12 +14,15 @@ from botorch.test_functions import Branin
 import abo
 from abo.trial import TrialState
 
-STRATEGIES = ["playbook", "lp", "thompson", "aegis", "aegis-rs", "believer", "ucb", "portfolio"]
+STRATEGIES = [
+    "playbook", "lp", "thompson", "aegis", "aegis-rs", "believer", "ucb", "portfolio", "auto"
+]  # fmt: skip
 CHEAP = {"raw_samples": 32, "num_restarts": 2}
 ARMS = {
     "aegis": {"exploit", "thompson", "pareto"},
     "aegis-rs": {"exploit", "thompson", "random"},
     "portfolio": {"believer", "qlognei", "thompson", "playbook", "aegis"},
+    "auto": {"believer", "qlognei"},
 }
 MIXED = abo.Space(
     {
