@@ -176,8 +176,8 @@ def _random_median(seeds: tuple[int, ...]) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", STRATEGIES)
-def test_beats_random_search_on_branin(name: str) -> None:
+@pytest.mark.parametrize("name", [s for s in STRATEGIES if s != "auto"])  # auto on exact
+def test_beats_random_search_on_branin(name: str) -> None:  # data is believer, point for point
     seeds = (0, 1, 2)  # deterministic; at 30 evaluations ucb, the weakest, halves random's regret
     t0 = time.perf_counter()
     regrets = [simple_regret(name, s) for s in seeds]
