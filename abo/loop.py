@@ -21,7 +21,8 @@ What it promises:
 * ``lookahead="auto"`` (the default): proposals are made in a thread of their own, and as
   many evaluations are queued ahead as the measured times call for (``auto_lookahead``: none
   while a proposal takes under 1 % of an evaluation, about ``2 * workers * ask / evaluation``
-  beyond that, at most twice the workers), re-sized after every proposal and every result.
+  beyond that, at most twice the workers, and none when proposals are over twice too slow to
+  keep up), re-sized after every proposal and every result.
   A fixed seed still fixes the initial design and what each proposal is given the data and
   busy points it sees; which results a proposal sees depends on timing. ``lookahead=0``
   proposes in the driver after each tell: with the default ``refit="sync"`` and results told
@@ -67,7 +68,7 @@ from abo.exceptions import (
 )
 from abo.executors.base import Executor, Future, LostEvaluation
 from abo.outcomes import check_values, split_result
-from abo.trial import Trial, TrialState
+from abo.trial import BOOKKEEPING, Trial, TrialState
 
 if TYPE_CHECKING:
     from abo.protocol import StudyLike as Study
@@ -261,7 +262,7 @@ def _modelled(trial: Trial) -> bool:
     """Whether the study's strategy proposed the trial (not the initial design, a queue or a
     retry, which cost nothing and say nothing about the next proposals' cost)."""
     proposal = trial.proposal
-    return proposal is not None and proposal.strategy not in ("sobol", "enqueued", "added", "retry")
+    return proposal is not None and proposal.strategy not in BOOKKEEPING
 
 
 class _Asker:

@@ -81,6 +81,10 @@ def _finite(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
+BOOKKEEPING = frozenset({"sobol", "enqueued", "added", "retry"})
+"""``ProposalRecord.strategy`` values that no strategy chose (the design, queues, retries)."""
+
+
 @dataclass(frozen=True)
 class ProposalRecord:
     """How a trial's parameters were chosen: abo's own record, apart from the caller's ``info``.
