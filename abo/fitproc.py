@@ -70,6 +70,11 @@ class FitProcess:
             )  # fmt: skip
         return self._proc
 
+    def start(self) -> None:
+        """Start the child now (it loads torch while the caller goes on), not at its first fit."""
+        with self._lock:
+            self._start()
+
     def fit(
         self,
         X: Tensor,

@@ -234,28 +234,38 @@ AUTO_CAP = 2  # an automatic lookahead never exceeds this many times the workers
 SATURATED = 2.0  # proposals this many times too slow for the results: queue nothing
 
 
-def auto_lookahead(workers: int, ask_seconds: float, eval_seconds: float) -> int:
+def auto_lookahead(
+    workers: int, ask_seconds: float, eval_seconds: float, gap_seconds: float = 0.0
+) -> int:
     """Evaluations to queue ahead so that freed workers find a proposal waiting.
 
     Results arrive at ``workers / eval_seconds`` per second and each takes ``ask_seconds`` to
     replace, so about ``load = workers * ask_seconds / eval_seconds`` proposals are being made
-    at any moment; twice that is queued to absorb bursts of results (durations vary). A
-    proposal under 1 % of an evaluation queues nothing: a freed worker waits at most that 1 %,
-    and every proposal sees every result. Capped at ``AUTO_CAP`` times the workers, where the
-    queue's staleness costs more than the idle time it saves. Past ``SATURATED`` (proposals
-    more than twice too slow to keep up) nothing is queued either: such a queue never fills,
-    and its trials only add busy points that make every later proposal slower (32 workers,
-    ``believer``: utilization 0.24 without a queue, 0.17 with one). Proposals then come in
-    batches of the free workers, and a strategy whose batches are cheap per point
-    (``thompson``) measures a lower ``ask_seconds`` and gets its queue back.
+    at any moment. A proposal under 1 % of an evaluation queues nothing: a freed worker waits
+    at most that 1 %, and every proposal sees every result. Past it, one evaluation per
+    worker waits on deck (the executor starts it the moment the worker is free), or twice the
+    load when that is more, so bursts of results (durations vary; several workers free at
+    once) find proposals ready (twice the load alone, 2 for the demo's 4 workers, left
+    them waiting in bursts: ``docs/benchmarks.md``). ``gap_seconds`` is the driver's own
+    time per trial (its durable tell and its submission), which a freed worker waits for
+    when nothing is on deck: past 1 % of an evaluation it queues one per worker too.
+    Capped at ``AUTO_CAP`` times the workers, where the queue's staleness costs more than the
+    idle time it saves. Past ``SATURATED`` (proposals more than twice too slow to keep up)
+    nothing is queued: such a queue never fills, and its trials only add busy points that make
+    every later proposal slower (32 workers, ``believer``: utilization 0.24 without a queue,
+    0.17 with one). The default strategy then proposes with ``thompson`` (the asks carry a
+    pace), whose batches are cheap per point, measures a lower ``ask_seconds`` and gets its
+    queue back.
     """
     if eval_seconds <= 0:
         return 0
     ratio = ask_seconds / eval_seconds
     load = workers * ratio
-    if ratio < 0.01 or load > SATURATED:
+    if load > SATURATED:
         return 0
-    return min(AUTO_CAP * workers, math.ceil(2 * load))
+    if ratio < 0.01 and gap_seconds / eval_seconds < 0.01:
+        return 0
+    return min(AUTO_CAP * workers, max(workers, math.ceil(2 * load)))
 
 
 def _modelled(trial: Trial) -> bool:
@@ -274,8 +284,10 @@ class _Asker:
     holds three quarters of the lookahead. When it falls behind, the places free meanwhile
     are asked for together, so slow proposals come in larger batches by themselves.
 
-    ``auto``: the lookahead follows the measured seconds per proposal and per evaluation
-    (``auto_lookahead``), re-sized after every ask and every result.
+    ``auto``: the lookahead follows the measured seconds per proposal, per evaluation and
+    between evaluations (``auto_lookahead``), re-sized after every ask and every result, and
+    each ask carries its pace (the mean evaluation over the workers: what a point may take
+    before a worker waits), so the study may trade exact reproducibility for speed.
     """
 
     def __init__(
@@ -287,11 +299,14 @@ class _Asker:
         info: dict[str, Any],
         auto: bool = False,
     ) -> None:
-        self.study, self.workers, self.lookahead = study, workers, lookahead
-        self.batch = max(1, lookahead // 4)
+        self.study, self.workers = study, workers
+        self.lookahead = workers if auto else lookahead  # auto: the design's points on deck
+        self.batch = max(1, self.lookahead // 4)
         self.auto = auto
         self.ask_seconds: float | None = None  # per model proposal, smoothed
         self.durations: deque[float] = deque(maxlen=max(8, 4 * workers))  # recent evaluations
+        self.gap: float | None = None  # the driver's seconds per trial: tell and submission
+        self.designing = auto  # the asks return points no result changes (the design) so far
         self.n_trials, self.info = n_trials, info
         self.cond = threading.Condition()
         self.ready: deque[Trial] = deque()
@@ -317,9 +332,15 @@ class _Asker:
                 if self.halted:
                     return
                 want = self._deficit()
+                pace = self.pace()
             try:
                 t0 = time.perf_counter()
-                trials = self.study.ask_batch(want, n_workers=self.workers, info=self.info)
+                if pace is None:
+                    trials = self.study.ask_batch(want, n_workers=self.workers, info=self.info)
+                else:
+                    trials = self.study.ask_batch(
+                        want, n_workers=self.workers, info=self.info, pace=pace
+                    )
                 seconds = time.perf_counter() - t0
             except BaseException as exc:  # noqa: BLE001 - handed to the driver, raised there
                 with self.cond:
@@ -328,12 +349,21 @@ class _Asker:
                 return
             with self.cond:
                 self.ready.extend(trials)
-                if trials and any(_modelled(t) for t in trials):  # the initial design is free
+                modelled = any(_modelled(t) for t in trials)
+                if trials and modelled:  # the initial design is free
                     per = seconds / len(trials)
                     old = self.ask_seconds
                     self.ask_seconds = per if old is None else 0.5 * old + 0.5 * per
-                    self._resize()
+                self.designing = bool(trials) and not modelled
+                self._resize()
                 self.cond.notify_all()
+
+    def pace(self) -> float | None:
+        """Seconds a point may take before a worker waits (``None``: not automatic, or no
+        evaluation measured yet; caller holds ``cond``)."""
+        if not self.auto or not self.durations:
+            return None
+        return max(1e-6, sum(self.durations) / len(self.durations) / self.workers)
 
     def observe(self, report: Mapping[str, Any]) -> None:
         """Note how long a successful evaluation ran on its worker (for the automatic size);
@@ -348,12 +378,29 @@ class _Asker:
             self._resize()
             self.cond.notify_all()
 
+    def overhead(self, seconds: float) -> None:
+        """Note the driver's own time for one trial (its durable tell and its submission):
+        what a freed worker waits for when nothing is on deck."""
+        with self.cond:
+            self.gap = seconds if self.gap is None else 0.8 * self.gap + 0.2 * seconds
+
     def _resize(self) -> None:
-        """Re-size an automatic lookahead from the latest measurements (caller holds ``cond``)."""
-        if self.auto and self.ask_seconds is not None and self.durations:
+        """Re-size an automatic lookahead from the latest measurements (caller holds ``cond``).
+
+        Before any model proposal is measured, the design's points cost nothing to ask; while
+        the asks return such points (the initial design, enqueued ones), which no result can
+        change, one per worker waits on deck, so no worker waits for the driver between them.
+        """
+        if not self.auto:
+            return
+        size = 0
+        if self.durations:
             mean = sum(self.durations) / len(self.durations)
-            self.lookahead = auto_lookahead(self.workers, self.ask_seconds, mean)
-            self.batch = max(1, self.lookahead // 4)
+            size = auto_lookahead(self.workers, self.ask_seconds or 0.0, mean, self.gap or 0.0)
+        if self.designing:
+            size = max(size, self.workers)
+        self.lookahead = size
+        self.batch = max(1, size // 4)
 
     def take(self, free: int, inflight: int, finished: int) -> list[Trial]:
         """Up to ``free`` ready trials for the free workers (and update the counts)."""
@@ -478,9 +525,13 @@ def run(
         log.warning("marked %d trials of a dead driver lost", len(reclaimed))
     asker: _Asker | None = None
 
+    submit_seconds = [0.0]  # the latest submission's driver time (for the automatic size)
+
     def launch(trials: list[Trial]) -> None:
         for trial in trials:
+            t0 = time.perf_counter()
             future = _submit(executor, study, objective, trial)
+            submit_seconds[0] = time.perf_counter() - t0
             inflight[future] = (trial, None)
             result.trial_ids.append(trial.id)
         result.max_queued = max(result.max_queued, len(inflight) - workers)
@@ -541,9 +592,11 @@ def run(
                 _start_clocks(inflight, workers, clock())
                 for future, trial in done:
                     report = _outcome(executor, future, trial)
-                    if asker is not None:
-                        asker.observe(report)
+                    told = time.perf_counter()
                     stored = _record(study, trial, report, result)
+                    if asker is not None:
+                        asker.overhead(time.perf_counter() - told + submit_seconds[0])
+                        asker.observe(report)
                     finished += _count(study, stored, result, callback)
                 if trial_timeout is not None:
                     for future, (trial, started) in list(inflight.items()):

@@ -121,9 +121,17 @@ class Proposer:
 
     # -- proposing ----------------------------------------------------------------------------
     def propose(
-        self, trials: Sequence[Trial], m: int, n_workers: int | None = None
+        self,
+        trials: Sequence[Trial],
+        m: int,
+        n_workers: int | None = None,
+        pace: float | None = None,
     ) -> list[tuple[dict[str, ParamValue], ProposalRecord]]:
-        """``m`` new parameter sets and their records, with every running trial busy."""
+        """``m`` new parameter sets and their records, with every running trial busy.
+
+        ``pace``: seconds a point may take before a worker waits for it (an asynchronous
+        loop's hurry; ``None`` for an ask that may take its time and is exactly reproducible).
+        """
         space = self.spec.space
         seed = derive_seed(self.spec.seed, len(trials))
         needs_model = self.strategy.needs_model
@@ -134,9 +142,21 @@ class Proposer:
         )
         n_sobol = m if needs_model and done < MIN_OBSERVATIONS else 0
         n_sobol = max(n_sobol, min(m, max(0, self.spec.resolved_n_initial - seen)))
+        if needs_model and pace is not None and done >= MIN_OBSERVATIONS and n_sobol < m:
+            if stored_model(trials) is None:
+                observed, X, Y, _ = self.model_data(trials)
+                if self.models.first_fit_running(tuple(t.id for t in observed), X, Y):
+                    n_sobol = m  # a hurried caller's workers would wait for the first fit
 
         X_new: list[Tensor] = []
         records: list[ProposalRecord] = []
+        if n_sobol and pace is not None and needs_model:
+            # a hurried caller will want the model soon: fit it in the background meanwhile
+            if done >= MIN_OBSERVATIONS:
+                observed, X, Y, _ = self.model_data(trials)
+                self.models.prefit(tuple(t.id for t in observed), X, Y)
+            else:
+                self.models.warm_up(space.dim)
         if n_sobol:
             engine = SobolEngine(space.dim, scramble=True, seed=self.spec.seed % (2**31))
             points = engine.draw(designed + n_sobol, dtype=torch.double)[designed:]
@@ -145,19 +165,25 @@ class Proposer:
         if m - n_sobol:
             running = [t for t in trials if t.state is TrialState.RUNNING]
             pending = torch.cat([self.unit(running), *X_new])
-            X, new_records = self._run_strategy(m - n_sobol, trials, pending, seed, n_workers)
+            X, new_records = self._run_strategy(m - n_sobol, trials, pending, seed, n_workers, pace)
             X_new.append(space.round(X))
             records += new_records
         X_all, records = self._deduplicate(torch.cat(X_new), trials, seed, records)
         return [(space.from_unit(x), r) for x, r in zip(X_all, records, strict=True)]
 
     def _model(
-        self, observed: Sequence[Trial], X: Tensor, Y: Tensor, stored: ModelRecord | None
+        self,
+        observed: Sequence[Trial],
+        X: Tensor,
+        Y: Tensor,
+        stored: ModelRecord | None,
+        hurried: bool = False,
     ) -> tuple[FittedModel | None, ModelRecord | None]:
         """The GP for this data (see ``abo.refit``) and its record (``None, None``: no model)."""
         key = tuple(t.id for t in observed)
+        record = stored.to_json() if stored else None
         try:
-            fitted, n_fit = self.models.model(key, X, Y, stored.to_json() if stored else None)
+            fitted, n_fit = self.models.model(key, X, Y, record, hurried=hurried)
         except SurrogateFitError as exc:
             warnings.warn(f"{exc}; proposing quasi-random points", AboWarning, stacklevel=4)
             return None, None
@@ -170,6 +196,7 @@ class Proposer:
         X_pending: Tensor,
         seed: int,
         n_workers: int | None,
+        pace: float | None = None,
     ) -> tuple[Tensor, list[ProposalRecord]]:
         t0 = time.perf_counter()
         needs_model = self.strategy.needs_model
@@ -177,7 +204,9 @@ class Proposer:
             torch.manual_seed(seed)
             if needs_model:
                 observed, X, Y, lam = self.model_data(trials)
-                fitted, model = self._model(observed, X, Y, stored_model(trials))
+                fitted, model = self._model(
+                    observed, X, Y, stored_model(trials), hurried=pace is not None
+                )
             else:
                 observed, fitted, model, lam = [], None, None, None
                 X = torch.zeros(0, self.spec.space.dim, dtype=torch.double)
@@ -195,6 +224,7 @@ class Proposer:
                 n_workers=n_workers,
                 n_initial=self.spec.resolved_n_initial,
                 history=self._history(trials),
+                pace=pace,
             )
             if needs_model and fitted is None:
                 proposal = Proposal(ctx.uniform(m), [{"strategy": "random"}] * m)

@@ -67,6 +67,8 @@ class StudyLike(Protocol):
         n: int,
         n_workers: int | None = None,
         info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        pace: float | None = None,
     ) -> list[Trial]: ...
 
     def tell(

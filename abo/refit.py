@@ -1,9 +1,15 @@
 """Which GP proposes, and when its hyperparameters are refitted.
 
-Two policies, chosen per study (``create_study(..., refit=...)``) or per process
+The policies, chosen per study (``create_study(..., refit=...)``) or per process
 (``Study(..., refit=...)``, which the HTTP service uses):
 
-* ``"sync"`` (default): before a proposal the hyperparameters are refitted on all the data,
+* ``"auto"`` (default): ``"sync"`` for an ask made without a pace, ``"background"`` for one
+  made with a pace (``Study.ask_batch(..., pace=...)``: the asks of ``optimize``'s automatic
+  lookahead, which says how many seconds a point may take before a worker waits). An
+  ask/tell loop keeps ``sync``'s exact reproducibility; the asynchronous loop, whose
+  proposals depend on timing anyway, never makes its workers wait for a fit.
+
+* ``"sync"``: before a proposal the hyperparameters are refitted on all the data,
   warm-started from the hyperparameters recorded on the study's latest model-proposed trial,
   once the data have grown by ``refit_step`` since they were fitted (every observation up to
   40, then 5 % of the data); in between, those recorded hyperparameters are conditioned on
@@ -121,7 +127,15 @@ class ModelManager:
         self.waits = 0  # asks that had to wait for a fit (the lag passed the bound)
         self.fit_seconds: float | None = None  # the latest background fit's duration
         self._arrivals: deque[tuple[float, int]] = deque(maxlen=64)  # (time, observations)
-        self.fit_process = FitProcess.shared() if mode == "background" else None
+        self._fit_process: FitProcess | None = None
+        self._child_started = False
+
+    @property
+    def fit_process(self) -> FitProcess | None:
+        """The child process background fits run in (started by the first that needs it)."""
+        if self._fit_process is None and self.mode in ("background", "auto"):
+            self._fit_process = FitProcess.shared()
+        return self._fit_process
 
     def staleness_bound(self, n: int) -> int:
         """The most observations the proposing hyperparameters may lag ``n`` observations:
@@ -152,6 +166,7 @@ class ModelManager:
         X: Tensor,
         Y: Tensor,
         stored: Mapping[str, Any] | None = None,
+        hurried: bool = False,
     ) -> tuple[FittedModel, int]:
         """A model of ``X, Y`` and the number of observations its hyperparameters saw.
 
@@ -160,13 +175,15 @@ class ModelManager:
             X, Y: ``n x d`` inputs and ``n x 1`` utilities.
             stored: ``{"hypers": ..., "key": ..., "n": ...}`` recorded on the study's latest
                 model-proposed trial (``record``): the ``sync`` policy starts from it.
+            hurried: the ask has a pace (a worker waits for it): ``"auto"`` then takes the
+                background path.
 
         Raises:
             SurrogateFitError: when no model can be had at all.
         """
-        if self.mode in ("sync", "full"):
-            return self._sync(key, X, Y, stored)
-        return self._background(key, X, Y, stored)
+        if self.mode == "background" or (self.mode == "auto" and hurried):
+            return self._background(key, X, Y, stored, hurried)
+        return self._sync(key, X, Y, stored)
 
     def record(self, fitted: FittedModel, key: tuple[int, ...], n_fit: int) -> dict[str, Any]:
         """What a proposal records on its trial so any process can continue from this model."""
@@ -178,7 +195,8 @@ class ModelManager:
         if stored and stored.get("key") == data_key(key):  # fitted on exactly this data
             return self._condition(X, Y, stored["hypers"]), int(stored.get("n", len(key)))
         n_fit = int(stored.get("n", 0)) if stored else 0
-        if stored and self.mode == "sync" and 0 < n_fit and X.shape[0] - n_fit < refit_step(n_fit):
+        stepped = self.mode in ("sync", "auto")
+        if stored and stepped and 0 < n_fit and X.shape[0] - n_fit < refit_step(n_fit):
             return self._condition(X, Y, stored["hypers"]), n_fit  # too little new data to refit
         previous = self._condition(X, Y, stored["hypers"]) if stored else None
         fitted = self._fit(X, Y, previous, n_fit if stored else None)
@@ -199,15 +217,17 @@ class ModelManager:
         previous: FittedModel | None,
         n_prev: int | None,
         elsewhere: bool = False,
+        quick: bool = False,
     ) -> FittedModel:
         """Refit the hyperparameters (a full multi-start refit when due) on the kept subset.
 
         ``elsewhere``: fit in the child process and condition a model here on its result
         (the same fit: ``fit_gp`` from the same start, seed and data); if the child fails,
-        the fit runs here.
+        the fit runs here. ``quick``: one start, never a full refit (a hurried first fit;
+        the next refit is a full one).
         """
         n = X.shape[0]
-        full = self.mode == "full" or full_refit_due(n_prev, n)
+        full = not quick and (self.mode == "full" or full_refit_due(n_prev, n))
         idx = subset(X, Y, self.max_exact)
         fitted = None
         if elsewhere and self.fit_process is not None:
@@ -228,14 +248,32 @@ class ModelManager:
         return FittedModel(model=fitted.model, n=n, warm=fitted.warm)
 
     def _background(
-        self, key: tuple[int, ...], X: Tensor, Y: Tensor, stored: Mapping[str, Any] | None
+        self,
+        key: tuple[int, ...],
+        X: Tensor,
+        Y: Tensor,
+        stored: Mapping[str, Any] | None,
+        hurried: bool = False,
     ) -> tuple[FittedModel, int]:
         with self._lock:
             latest = self._latest
+            if not self._child_started and self.fit_process is not None:
+                self._child_started = True
+                self.fit_process.start()  # it loads torch while this ask fits here
         if latest is not None and latest.key == key:
             return latest.fitted, latest.fitted.n
         self.observe(X.shape[0])
-        bound = self.staleness_bound(X.shape[0])
+        if hurried and latest is None and stored:  # a resumed study: its recorded hypers
+            n_stored = int(stored.get("n", 0))
+            latest = _Fit(
+                FittedModel(self._condition(X, Y, stored["hypers"]).model, n_stored, True), ()
+            )
+            with self._lock:
+                if self._latest is None:
+                    self._latest = latest
+        # a hurried ask never waits for a refit once it has hyperparameters: its workers
+        # would wait too, while refits run back to back in the background
+        bound = math.inf if hurried and latest is not None else self.staleness_bound(X.shape[0])
         if latest is None or X.shape[0] - latest.fitted.n > bound:
             if latest is not None:
                 with self._lock:
@@ -257,7 +295,7 @@ class ModelManager:
                 return fitted, fitted.n
         assert latest is not None
         lag = X.shape[0] - latest.fitted.n
-        if lag >= min(refit_step(latest.fitted.n), max(1, bound // 2)):
+        if lag >= min(refit_step(latest.fitted.n), max(1, int(min(bound, 2**31)) // 2)):
             self._start_refit(key, X, Y)
         hypers = export_hypers(latest.fitted.model)
         conditioned = self._condition(X, Y, hypers)
@@ -265,25 +303,91 @@ class ModelManager:
         setattr(conditioned.model, "abo_hypers_of", weakref.ref(latest.fitted.model))  # noqa: B010
         return conditioned, latest.fitted.n
 
-    def _start_refit(self, key: tuple[int, ...], X: Tensor, Y: Tensor) -> None:
+    _warmed = False  # whether this process's GP code has been warmed up (``warm_up``)
+    _warm_lock = threading.Lock()
+
+    def warm_up(self, dim: int) -> None:
+        """Fit a throw-away GP on made-up data in a thread, once per process (``"auto"`` and
+        ``"background"`` only): a hurried study's design runs meanwhile, and the first fit in a
+        process costs several times a later one (torch and GPyTorch warming up)."""
+        if self.mode not in ("auto", "background"):
+            return
+        with ModelManager._warm_lock:
+            if ModelManager._warmed:
+                return
+            ModelManager._warmed = True
+
+        def run() -> None:
+            X = torch.linspace(0.1, 0.9, 6, dtype=torch.double).unsqueeze(-1).expand(6, dim)
+            X = (X + torch.arange(dim, dtype=torch.double) / (7 * dim)) % 1.0
+            Y = torch.sin(6.0 * X).sum(-1, keepdim=True)
+            try:
+                with silenced(), torch_threads():
+                    fit_gp(X, Y, noise=self.noise)
+            except SurrogateFitError:  # pragma: no cover - made-up data fit
+                pass
+
+        threading.Thread(target=run, name="abo-warm-up", daemon=False).start()
+
+    def first_fit_running(self, key: tuple[int, ...], X: Tensor, Y: Tensor) -> bool:
+        """For a hurried ask with no hyperparameters at all (none fitted in this process, none
+        recorded): whether the first fit is still running, starting it (``prefit``) if it was
+        not; the caller then proposes quasi-random points instead of keeping workers waiting.
+        """
+        if self.mode not in ("auto", "background"):
+            return False
+        with self._lock:
+            if self._latest is not None:
+                return False
+            thread = self._thread
+        if thread is None or not thread.is_alive():
+            self.prefit(key, X, Y)
+            with self._lock:
+                thread = self._thread
+        with self._lock:
+            return self._latest is None and thread is not None and thread.is_alive()
+
+    def prefit(self, key: tuple[int, ...], X: Tensor, Y: Tensor) -> None:
+        """Start a first background fit on ``X, Y`` if no model exists yet (``"auto"`` and
+        ``"background"`` only): a hurried study's initial design runs meanwhile, so its first
+        model proposal conditions those hyperparameters instead of fitting while workers wait.
+        """
+        if self.mode not in ("auto", "background"):
+            return
+        with self._lock:
+            if self._latest is not None:
+                return
+            if not self._child_started and self.fit_process is not None:
+                self._child_started = True
+                self.fit_process.start()  # loads torch meanwhile, for the refits to come
+        # this one fits here, in a thread, from one start: the child is still starting, and
+        # the fit warms up this process's GP code, which the first proposal would pay for
+        self._start_refit(key, X, Y, first=True)
+
+    def _start_refit(self, key: tuple[int, ...], X: Tensor, Y: Tensor, first: bool = False) -> None:
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return
             previous = self._latest.fitted if self._latest else None
             self._thread = threading.Thread(
-                target=self._refit, args=(key, X.clone(), Y.clone(), previous),
+                target=self._refit, args=(key, X.clone(), Y.clone(), previous, first),
                 name="abo-refit", daemon=False,  # exit waits: torch aborts on a killed fit
             )  # fmt: skip
             self._thread.start()
 
     def _refit(
-        self, key: tuple[int, ...], X: Tensor, Y: Tensor, previous: FittedModel | None
+        self,
+        key: tuple[int, ...],
+        X: Tensor,
+        Y: Tensor,
+        previous: FittedModel | None,
+        first: bool = False,
     ) -> None:
         try:
             started = time.monotonic()
             with silenced(), torch_threads():  # a failed refit keeps the old hypers quietly
                 n_prev = previous.n if previous else None
-                fitted = self._fit(X, Y, previous, n_prev, elsewhere=True)
+                fitted = self._fit(X, Y, previous, n_prev, elsewhere=not first, quick=first)
             self.fit_seconds = time.monotonic() - started
         except SurrogateFitError:
             return  # keep the previous hyperparameters; the next ask tries again

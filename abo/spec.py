@@ -29,7 +29,7 @@ from abo.outcomes import Objective, Outcome, objectives, outcomes_to_json, parse
 from abo.space import Space
 
 MAX_SEED = 2**63  # stored as a signed 64-bit integer
-REFIT_MODES = ("sync", "background", "full")
+REFIT_MODES = ("auto", "sync", "background", "full")
 NOISE_MODES = ("auto", "deterministic")
 MAX_EXACT = 500  # observations above which the GP sees a subset (abo.surrogate)
 OUTPUT_TRANSFORMS = ("none", "power")  # abo.warping (which imports torch) implements them
@@ -82,10 +82,11 @@ class StudySpec:
         metadata=_doc("'auto' (learned) or 'deterministic' (the GP interpolates the data)."),
     )
     refit: str = field(
-        default="sync",
+        default="auto",
         metadata=_doc(
-            "'sync' (refit before a proposal once the data grew by a step, 5 % past 40 "
-            "observations: reproducible), 'background' (asks never "
+            "'auto' ('sync' for asks made one at a time, 'background' for the asks of "
+            "optimize's automatic lookahead), 'sync' (refit before a proposal once the data "
+            "grew by a step, 5 % past 40 observations: reproducible), 'background' (asks never "
             "wait for a fit) or 'full' (a multi-start refit before each proposal)."
         ),
     )

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import numbers
 import re
 import threading
@@ -60,6 +61,21 @@ def _check_mapping(value: Any, field: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise AboError(f"{field}: expected a dict, got {type(value).__name__}", field=field)
     return {str(k): v for k, v in value.items()}
+
+
+def _check_pace(pace: Any) -> float | None:
+    """An ask's ``pace``: ``None`` or a positive, finite number of seconds."""
+    if pace is None:
+        return None
+    if (
+        isinstance(pace, bool)
+        or not isinstance(pace, numbers.Real)
+        or not 0 < float(pace) < math.inf
+    ):
+        raise AboError(
+            f"pace: expected a positive, finite number of seconds, got {pace!r}", field="pace"
+        )
+    return float(pace)
 
 
 def _check_infos(info: Any, n: int) -> dict[str, Any] | list[dict[str, Any]]:
@@ -309,6 +325,8 @@ class Study:
         n: int,
         n_workers: int | None = None,
         info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        pace: float | None = None,
     ) -> list[Trial]:
         """``n`` new, distinct running trials; each later one sees the earlier ones as busy.
 
@@ -317,10 +335,17 @@ class Study:
             n_workers: how many evaluations the caller runs at once, if known.
             info: added to each new trial's ``info`` (e.g. the loop's driver): one dict for
                 all, or a list of one per trial (the service's askers each get their own).
+            pace: seconds each point may take before one of the caller's workers waits for
+                it (``optimize``'s automatic lookahead passes its evaluation time over its
+                workers). With it the default strategy and refit policy trade exact
+                reproducibility for speed (no fit waited for; a cheaper strategy when the
+                usual one cannot keep up); without it (the default) the same seed and tells
+                give the same points.
         """
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise AboError(f"n: expected a positive integer, got {n!r}", field="n")
         n = int(n)
+        pace = _check_pace(pace)
         infos = _check_infos(info, n)
         with self._lock:
             lifecycle.reap(self._storage, self._record)
@@ -330,7 +355,7 @@ class Study:
                 rest = infos if isinstance(infos, dict) else infos[len(started) :]
                 with torch_threads():
                     proposed = self._proposer.propose(
-                        self._storage.trials(self._record), remaining, n_workers
+                        self._storage.trials(self._record), remaining, n_workers, pace
                     )
                 params = [p for p, _ in proposed]
                 records = [r for _, r in proposed]

@@ -154,7 +154,8 @@ def test_retryable_failure_is_lost_and_retried_once() -> None:
     study = _study()
     with ThreadExecutor(1) as ex:
         study.optimize(objective, n_trials=3, executor=ex)
-    first, retry = study.trial(1), study.trial(2)
+    first = study.trial(1)
+    (retry,) = [t for t in study.trials if t.retry_of == 1]  # a queued design point may be 2
     assert first.state is TrialState.LOST and first.reason == "node lost its filesystem"
     assert retry.retry_of == 1 and retry.attempt == 1 and retry.params == first.params
     assert retry.state is TrialState.DONE
@@ -280,15 +281,60 @@ def test_bad_lookahead_is_rejected() -> None:
 
 def test_the_automatic_lookahead_follows_proposal_and_evaluation_times() -> None:
     assert auto_lookahead(4, ask_seconds=0.001, eval_seconds=1.0) == 0  # 0.1 %: queue nothing
-    assert auto_lookahead(4, ask_seconds=0.05, eval_seconds=1.0) == 1  # 2 * 4 * 0.05 = 0.4
-    assert auto_lookahead(4, ask_seconds=0.3, eval_seconds=1.0) == 3
-    assert auto_lookahead(4, ask_seconds=0.45, eval_seconds=1.0) == 4
-    assert auto_lookahead(16, ask_seconds=0.05, eval_seconds=1.0) == 2
-    assert auto_lookahead(32, ask_seconds=0.05, eval_seconds=1.0) == 4  # load 1.6
+    assert auto_lookahead(4, ask_seconds=0.05, eval_seconds=1.0) == 4  # 5 %: one on deck each
+    assert auto_lookahead(4, ask_seconds=0.45, eval_seconds=1.0) == 4  # twice the load: 3.6
+    assert auto_lookahead(2, ask_seconds=0.45, eval_seconds=1.0) == 2
+    assert auto_lookahead(1, ask_seconds=0.9, eval_seconds=1.0) == 2  # twice the load: 1.8
+    assert auto_lookahead(32, ask_seconds=0.05, eval_seconds=1.0) == 32  # load 1.6
     assert auto_lookahead(32, ask_seconds=0.2, eval_seconds=1.0) == 0  # load 6.4: saturated
     assert auto_lookahead(4, ask_seconds=10.0, eval_seconds=1.0) == 0
     assert auto_lookahead(1, ask_seconds=1.5, eval_seconds=1.0) == 2  # capped: 2 x workers
     assert auto_lookahead(4, ask_seconds=0.1, eval_seconds=0.0) == 0
+    # the driver's own 5 % of an evaluation per trial (tell, submission): one on deck each
+    assert auto_lookahead(4, ask_seconds=0.001, eval_seconds=1.0, gap_seconds=0.05) == 4
+    assert auto_lookahead(4, ask_seconds=0.001, eval_seconds=100.0, gap_seconds=0.05) == 0
+    assert auto_lookahead(32, ask_seconds=0.2, eval_seconds=1.0, gap_seconds=0.05) == 0
+
+
+class _PaceRecorder(abo.Study):
+    """A study that notes the pace of every ask the loop makes."""
+
+    paces: list[float | None]
+
+    def ask_batch(self, n, n_workers=None, info=None, *, pace=None):  # type: ignore[override]
+        self.paces.append(pace)
+        return super().ask_batch(n, n_workers, info, pace=pace)
+
+
+def _recorder(**kw: object) -> _PaceRecorder:
+    plain = abo.create_study(SPACE, strategy="thompson", seed=2, n_initial=3, **kw)  # type: ignore[arg-type]
+    study = _PaceRecorder(plain.storage, plain.record)
+    study.paces = []
+    return study
+
+
+def test_the_automatic_loop_tells_each_ask_its_pace_and_lookahead_zero_never_does() -> None:
+    objective, _ = _counting_objective(seconds=0.2)
+    study = _recorder()
+    with ThreadExecutor(2) as ex:
+        study.optimize(objective, n_trials=8, executor=ex)
+    assert study.paces[0] is None  # before any evaluation is measured
+    timed = [p for p in study.paces if p is not None]
+    assert timed and all(0.05 < p < 0.2 for p in timed)  # about 0.2 s over 2 workers
+    exact = _recorder()
+    with ThreadExecutor(2) as ex:
+        exact.optimize(objective, n_trials=6, executor=ex, lookahead=0)
+    assert exact.paces and set(exact.paces) == {None}
+
+
+def test_by_default_the_design_waits_on_deck_one_per_worker() -> None:
+    """The initial design's points depend on no result: queued ahead from the first ask."""
+    objective, peak = _counting_objective(seconds=0.3)
+    study = abo.create_study(SPACE, strategy="thompson", seed=2, n_initial=6)
+    with ThreadExecutor(2) as ex:
+        result = study.optimize(objective, n_trials=6, executor=ex)
+    assert result.max_queued == 2 and peak[0] == 2
+    assert [t.proposal.strategy for t in study.trials] == ["sobol"] * 6
 
 
 def test_by_default_slow_proposals_for_fast_evaluations_are_queued_ahead() -> None:

@@ -303,3 +303,93 @@ def test_past_a_few_hundred_observations_background_refits_keep_asks_from_waitin
         asker.tell(t.id, _f(t.params))
         manager.wait(30)  # the refit a slow machine runs does not count against the ask
     assert manager.waits == 0 and manager.refits >= 3  # first fit, then every 10 results
+
+
+def _auto_study(seed: int = 5) -> abo.Study:
+    return abo.create_study(
+        SPACE, strategy="qlognei", seed=seed, n_initial=4,
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+    )  # fmt: skip
+
+
+def test_the_default_policy_is_sync_for_asks_without_a_pace() -> None:
+    """``refit="auto"`` (the default) fits in the asking thread as ``sync`` does: same points."""
+    auto, sync = _auto_study(), abo.create_study(
+        SPACE, strategy="qlognei", seed=5, n_initial=4, refit="sync",
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+    )  # fmt: skip
+    assert auto.spec.refit == "auto" and sync.spec.refit == "sync"
+    for _ in range(7):
+        a, s = auto.ask(), sync.ask()
+        assert a.params == s.params
+        auto.tell(a.id, _f(a.params))
+        sync.tell(s.id, _f(s.params))
+    assert auto._models._thread is None  # no background refit ever started
+    assert auto._models._fit_process is None  # and no child process
+
+
+def test_with_a_pace_the_default_policy_never_waits_for_a_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hurried ask (``optimize``'s): while the first fit runs, more design points; after it,
+    conditioned hyperparameters while refits run in the background."""
+    release = threading.Event()
+    real_fit = refit_module.fit_gp
+
+    def held(*args: object, **kwargs: object):
+        if threading.current_thread().name == "abo-refit":
+            assert release.wait(60)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(refit_module, "fit_gp", held)
+    monkeypatch.setattr(
+        FitProcess,
+        "fit",
+        lambda self, *a, **k: (_ for _ in ()).throw(
+            refit_module.FitProcessDied("no child in this test")
+        ),
+    )  # refits fit here, held too
+    study = _auto_study()
+    for _ in range(4):  # the design
+        t = study.ask_batch(1, pace=0.5)[0]
+        study.tell(t.id, _f(t.params))
+    extra = study.ask_batch(2, pace=0.5)  # the first fit runs, held: more design, no waiting
+    assert [t.proposal.strategy for t in extra] == ["sobol", "sobol"]
+    assert study._models._thread is not None and study._models._thread.is_alive()
+    release.set()
+    study._models.wait(60)
+    for t in extra:
+        study.tell(t.id, _f(t.params))
+    release.clear()  # the next refits are held again: asks must not wait for them
+    fitted_on = set()
+    for i in range(3):
+        t = study.ask_batch(1, pace=0.5)[0]
+        assert t.proposal.strategy == "qlognei"
+        assert t.proposal.n_observations == 6 + i
+        fitted_on.add(t.proposal.fit_observations)
+        study.tell(t.id, _f(t.params))
+    # the first fit's hyperparameters (fitted during the design), conditioned on all the data
+    assert len(fitted_on) == 1 and fitted_on.pop() < 6
+    assert study._models.waits == 0
+    release.set()
+    study._models.wait(60)
+
+
+def test_an_ask_without_a_pace_after_hurried_ones_is_reproducible(tmp_path: Path) -> None:
+    """Hurried asks depend on timing; the next unhurried one depends only on what is stored."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    study = abo.create_study(
+        SPACE, name="h", storage=url, strategy="qlognei", seed=8, n_initial=4,
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+    )  # fmt: skip
+    for _ in range(7):
+        t = study.ask_batch(1, pace=1.0)[0]
+        study.tell(t.id, _f(t.params))
+    study._models.wait(60)
+    with sqlite3.connect(tmp_path / "a.db") as src, sqlite3.connect(tmp_path / "b.db") as dst:
+        src.backup(dst)  # the same stored state, WAL included
+    first = abo.load_study("h", storage=url).ask()
+    second = abo.load_study("h", storage=f"sqlite:///{tmp_path / 'b.db'}").ask()
+    assert first.params == second.params and first.proposal.strategy == "qlognei"

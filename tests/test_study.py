@@ -401,6 +401,20 @@ def test_ask_batch_with_bad_n_changes_nothing(study: abo.Study, n: Any) -> None:
     assert snapshot(study) == before
 
 
+@pytest.mark.parametrize("pace", [0, -1.0, math.nan, math.inf, "0.5", True])
+def test_ask_batch_with_a_bad_pace_changes_nothing(study: abo.Study, pace: Any) -> None:
+    before = snapshot(study)
+    with pytest.raises(AboError, match="^pace:") as info:
+        study.ask_batch(2, pace=pace)
+    assert info.value.field == "pace"
+    assert snapshot(study) == before
+
+
+def test_ask_batch_takes_a_pace(study: abo.Study) -> None:
+    trials = study.ask_batch(2, pace=0.25)
+    assert len({t.id for t in trials}) == 2 and all(t.state is TrialState.RUNNING for t in trials)
+
+
 # -- leases ------------------------------------------------------------------------------------
 LEASE = 0.5
 

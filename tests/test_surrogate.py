@@ -109,10 +109,12 @@ def test_a_full_refit_tries_three_starts_keeps_the_best(monkeypatch: pytest.Monk
     X, Y = data(20, seed=10)
     first = fit_gp(X, Y)
     values: list[float] = []
+    iterations: list[int] = []
     real = surrogate._fit
 
-    def spy(model):
-        values.append(real(model))
+    def spy(model, maxiter=surrogate.FIT_ITERATIONS):
+        iterations.append(maxiter)
+        values.append(real(model, maxiter))
         return values[-1]
 
     monkeypatch.setattr(surrogate, "_fit", spy)
@@ -120,10 +122,15 @@ def test_a_full_refit_tries_three_starts_keeps_the_best(monkeypatch: pytest.Monk
     quick = fit_gp(X2, Y2, previous=first)
     assert len(values) == 1 and quick.warm  # between full refits: one warm start only
     values.clear()
+    iterations.clear()
     full = fit_gp(X2, Y2, previous=first, full=True, seed=4)
-    assert len(values) == 3  # warm, the prior's mode, a prior draw
+    # warm (to convergence), the prior's mode and a prior draw (probed), and the best fresh
+    # start continued to convergence when it beat the warm one
+    probe, whole = surrogate.PROBE_ITERATIONS, surrogate.FIT_ITERATIONS
+    assert iterations[:3] == [whole, probe, probe]
     best = max(range(3), key=values.__getitem__)
     assert full.warm == (best == 0)
+    assert iterations[3:] == ([] if best == 0 else [whole])
     again = fit_gp(X2, Y2, previous=first, full=True, seed=4)
     ls = full.model.covar_module.base_kernel.lengthscale
     assert torch.allclose(ls, again.model.covar_module.base_kernel.lengthscale)

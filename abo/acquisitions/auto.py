@@ -1,4 +1,5 @@
-"""``auto``: abo's default strategy — ``believer`` for exact observations, ``qlognei`` for noisy.
+"""``auto``: abo's default strategy — ``believer`` for exact observations, ``qlognei`` for noisy,
+and cheaper members while those cannot keep up with the workers.
 
 The benchmarks (``docs/benchmarks.md``) found no single strategy best everywhere, but a rule:
 on deterministic objectives ``believer`` was the best or tied with the best in every smoke
@@ -7,25 +8,57 @@ on noisy ones ``qlognei``'s noisy expected improvement, which integrates over wh
 point is really the best, was significantly better (Hartmann-6 with noise). So each ask looks
 at the fitted GP: when its observation noise is negligible (``noise="deterministic"``, or a
 learned noise below ``NOISE_FREE_BELOW``, the same test ``qlognei`` uses to choose between
-qLogEI and qLogNEI) ``believer`` proposes, otherwise ``qlognei``. The member is recorded as
-the proposal's ``arm``.
+qLogEI and qLogNEI) ``believer`` proposes, otherwise ``qlognei``.
+
+When the ask says how long a point may take (``ProposalContext.pace``: ``optimize``'s
+automatic lookahead passes the evaluation time over the workers) and that member's measured
+seconds per point exceed ``SHARE`` of it, the workers would wait for proposals, and the next
+cheaper member proposes instead: ``believer`` for ``qlognei`` (an analytic acquisition
+instead of a Monte-Carlo one), then ``thompson``, whose batches cost little more than one
+point (its paths are drawn and climbed together), so many fast workers stay busy; when none
+keeps the pace, or the pace is shorter than any greedy search takes (``GREEDY_FLOOR``),
+``thompson`` proposes. Each member's cost is measured each
+time it proposes (its first call in a process, which also warms it up, only if even that
+kept the pace) and decays while it rests, so it is tried again as evaluations slow down.
+Asks without a pace (ask/tell, ``lookahead=0``) never switch, and stay exactly reproducible.
+The member is recorded as the proposal's ``arm``.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import Any
+
+import torch
+from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.believer import BelieverStrategy
 from abo.acquisitions.qlognei import QLogNEIStrategy, is_noise_free
+from abo.acquisitions.thompson import ThompsonStrategy
+
+SHARE = 0.75
+"""The share of the pace a member's point may take: above it, a cheaper member proposes."""
+GREEDY_FLOOR = 0.05
+"""Seconds under which no greedy member's point comes (an acquisition search is dozens of
+GPyTorch evaluations of about a millisecond each): a smaller share of the pace goes straight
+to ``thompson``, without trying them (a try of ``qlognei`` beside 32 busy points took over a
+second)."""
+REST_DECAY = 0.9
+"""How a resting member's cost estimate shrinks per ask, so that it is tried again."""
 
 
-@register_strategy("auto", "abo's default: believer on exact observations, qlognei on noisy ones")
+@register_strategy(
+    "auto", "abo's default: believer on exact observations, qlognei on noisy ones (cheaper "
+    "members when they cannot keep up with the workers)"
+)  # fmt: skip
 class AutoStrategy:
-    """``believer`` when the GP's noise is negligible, else ``qlognei`` (see the module).
+    """``believer`` when the GP's noise is negligible, else ``qlognei``, and cheaper members
+    for asks whose pace they cannot keep (see the module).
 
     Args:
-        raw_samples, num_restarts: acquisition optimiser budget per point (both members).
+        raw_samples, num_restarts: acquisition optimiser budget per point (every member).
         mc_samples: quasi-MC samples of ``qlognei``'s joint posterior.
     """
 
@@ -37,10 +70,61 @@ class AutoStrategy:
         self.qlognei = QLogNEIStrategy(
             mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts
         )
+        self.thompson = ThompsonStrategy(raw_samples=raw_samples, num_restarts=num_restarts)
+        self.cost: dict[str, float] = {}  # measured seconds per point, by member (this process)
+        self.calls: dict[str, int] = {}
+
+    def member(self, ctx: ProposalContext, probe: bool = True) -> Any:
+        """The member that proposes next for ``ctx`` (see the module); ``probe``: whether a
+        member not yet measured in this process may be tried (once per ask)."""
+        assert ctx.model is not None
+        exact: Any = self.believer if is_noise_free(ctx.model) else self.qlognei
+        if ctx.pace is None:
+            return exact
+        if SHARE * ctx.pace < GREEDY_FLOOR:  # no greedy search is that fast: do not try
+            return self.thompson
+        # by preference, the first that keeps the pace (an unmeasured one may, once per ask);
+        # else thompson, whose cost per point falls with the batch
+        for m in (exact, self.believer):
+            cost = self.cost.get(m.name)
+            if (cost is None and probe) or (cost is not None and cost <= SHARE * ctx.pace):
+                return m
+        return self.thompson
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
-        assert ctx.model is not None
-        member: Any = self.believer if is_noise_free(ctx.model) else self.qlognei
-        inner = member.propose(ctx, n)
-        infos = [{**info, "strategy": self.name, "arm": member.name} for info in inner.info]
-        return Proposal(inner.X, infos)
+        if ctx.pace is None:  # no hurry: the exact member, reproducibly
+            member = self.member(ctx)
+            inner = member.propose(ctx, n)
+            infos = [{**info, "strategy": self.name, "arm": member.name} for info in inner.info]
+            return Proposal(inner.X, infos)
+        points: list[Tensor] = []
+        infos = []
+        used: set[str] = set()
+        probe = True
+        while len(infos) < n:
+            member = self.member(ctx, probe)
+            probe = probe and member.name in self.cost
+            used.add(member.name)
+            # a greedy member (whose cost per point grows with the busy points) proposes one
+            # point at a time, re-measured before the next; thompson's paths are cheap
+            # together and take the rest at once
+            k = n - len(infos) if member is self.thompson else 1
+            started = time.perf_counter()
+            inner = member.propose(ctx, k)
+            self._measure(member.name, (time.perf_counter() - started) / k, ctx.pace)
+            points.append(inner.X)
+            infos += [{**info, "strategy": self.name, "arm": member.name} for info in inner.info]
+            ctx = replace(ctx, X_pending=torch.cat([ctx.X_pending, inner.X.to(ctx.X_pending)]))
+        for name in self.cost:  # once per ask, the members that did not propose rest
+            if name not in used:
+                self.cost[name] *= REST_DECAY
+        return Proposal(torch.cat(points), infos)
+
+    def _measure(self, name: str, per_point: float, pace: float) -> None:
+        """Note a member's seconds per point. Its first call in a process also warms it up:
+        counted only if even that kept the pace (an upper bound), else the member stays
+        unmeasured, to be tried again on a later ask."""
+        self.calls[name] = self.calls.get(name, 0) + 1
+        if self.calls[name] > 1 or per_point <= SHARE * pace:
+            old = self.cost.get(name)
+            self.cost[name] = per_point if old is None else 0.5 * (old + per_point)

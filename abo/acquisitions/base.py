@@ -42,6 +42,9 @@ class ProposalContext:
         history: what this strategy recorded on the study's earlier proposals (each
             record's ``arm`` and details), oldest first: a strategy that learns across asks
             (``portfolio``) keeps its state there, so a resumed study continues it.
+        pace: seconds each point may take before a worker waits for it, when the caller runs
+            asynchronously and says so (``optimize``'s automatic lookahead); ``None`` means no
+            hurry, and a strategy must then propose the same points for the same data.
     """
 
     model: Model | None
@@ -55,6 +58,7 @@ class ProposalContext:
     n_workers: int | None = None
     n_initial: int | None = None
     history: tuple[Mapping[str, Any], ...] = ()
+    pace: float | None = None
 
     @property
     def dim(self) -> int:

@@ -17,12 +17,12 @@ from __future__ import annotations
 from typing import cast
 
 import torch
-from botorch.acquisition.analytic import LogExpectedImprovement
 from botorch.models.model import Model
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import (
+    FastLogEI,
     OptimizerBudget,
     PosteriorMoments,
     best_observed,
@@ -79,11 +79,11 @@ class BelieverStrategy:
         observed = plug_in(model_0, best_observed(ctx.X, ctx.Y))
         incumbents: list[float] = []
 
-        def make_acq(busy: Tensor) -> LogExpectedImprovement:
+        def make_acq(busy: Tensor) -> FastLogEI:
             model, believed = believe(model_0, busy)
             best_f = torch.cat([observed, believed.reshape(-1)]).max()
             incumbents.append(round(float(best_f), 6))
-            return LogExpectedImprovement(model, best_f=best_f)
+            return FastLogEI(model, best_f=best_f)
 
         proposal = greedy_batch(ctx, n, self.name, make_acq, seeded_maximize, self.budget)
         for info, best in zip(proposal.info, incumbents, strict=True):

@@ -14,6 +14,7 @@ from typing import Protocol, cast
 
 import torch
 from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition.analytic import LogExpectedImprovement, _log_ei_helper
 from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from botorch.optim import optimize_acqf
@@ -43,6 +44,10 @@ class OptimizerBudget:
     raw_samples: int = 512
     num_restarts: int = 6
     maxiter: int = 100
+    # L-BFGS-B stops when the relative change of the value falls below factr * 2.2e-16 (here
+    # about 2e-6, scipy's default 2e-9): the same maxima to four digits on Hartmann-6, in a
+    # quarter fewer evaluations
+    factr: float = 1e10
 
 
 def incumbent(ctx: ProposalContext) -> Tensor:
@@ -83,7 +88,7 @@ def maximize(
         q=1,
         num_restarts=starts.shape[0],
         batch_initial_conditions=starts,
-        options={"maxiter": budget.maxiter},
+        options={"maxiter": budget.maxiter, "factr": budget.factr},
         retry_on_optimization_warning=False,
     )
     assert value is not None  # optimize_acqf returns the values (return_acq_values=True)
@@ -197,3 +202,33 @@ def best_observed(X: Tensor, Y: Tensor, k: int = MAX_INCUMBENTS) -> Tensor:
     if X.shape[0] <= k:
         return X
     return X[Y.reshape(-1).topk(k).indices.sort().values]
+
+
+class FastLogEI(AcquisitionFunction):
+    """BoTorch's analytic ``LogExpectedImprovement``, on ``latent_mean_std``'s one matrix product.
+
+    The same value as ``LogExpectedImprovement(model, best_f)`` (BoTorch's numerically stable
+    ``log h(u)`` on the same ``u = (mu - best_f) / sigma``), but an evaluation is one kernel
+    row per point against the GP's cached solves instead of a GPyTorch posterior, whose
+    per-call overhead (about 4 ms on 2 cores, whatever the batch) is most of an acquisition
+    search's time. Models other than a plain exact GP take ``LogExpectedImprovement`` itself.
+    """
+
+    def __init__(self, model: Model, best_f: float | Tensor) -> None:
+        super().__init__(model=model)
+        self.best_f: Tensor = torch.as_tensor(best_f, dtype=torch.double)
+        self._fallback: AcquisitionFunction | None = None
+
+    def forward(self, X: Tensor) -> Tensor:  # b x 1 x d -> b
+        if self._fallback is None:
+            fast = latent_mean_std(self.model, X.reshape(-1, X.shape[-1]), grad=True)
+            if fast is not None:
+                mean, std = fast
+                tf = getattr(self.model, "outcome_transform", None)
+                if tf is not None:  # standardised -> original scale (what best_f is on)
+                    loc, scale = tf.means.reshape(()), tf.stdvs.reshape(())
+                    mean, std = loc + scale * mean, scale * std
+                u = (mean - self.best_f.to(mean)) / std
+                return (_log_ei_helper(u) + std.log()).reshape(X.shape[:-2])
+            self._fallback = LogExpectedImprovement(self.model, best_f=self.best_f)
+        return self._fallback(X)

@@ -202,7 +202,9 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
         Asks waiting at once share one proposal round; a ``client_id`` that holds running
         trials gets those back first (a retried ask never starts more)."""
         info = check_ask_info(body.info)
-        trials = await state.ask(name, created, body.count, body.n_workers, body.client_id, info)
+        trials = await state.ask(
+            name, created, body.count, body.n_workers, body.client_id, info, body.pace
+        )
         n_obs_ints = [
             t.proposal.n_observations
             for t in trials

@@ -45,6 +45,7 @@ class AskWant:
     n_workers: int | None = None
     client_id: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    pace: float | None = None
     future: Future[list[Trial]] = field(default_factory=Future)
 
 
@@ -167,7 +168,10 @@ class AskLines:
         if extras:
             workers = [w.n_workers for w in batch if w.n_workers is not None]
             n_workers = max(workers, default=None)
-            started = study.ask_batch(len(extras), n_workers=n_workers, info=extras)
+            paces = [w.pace for w in batch if w.pace is not None]  # the most hurried asker's
+            started = study.ask_batch(
+                len(extras), n_workers=n_workers, info=extras, pace=min(paces, default=None)
+            )
             self.rounds += 1
             if len(started) != len(extras):  # pragma: no cover - ask_batch starts exactly n
                 raise AboError(f"ask: expected {len(extras)} trials, got {len(started)}")

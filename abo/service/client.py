@@ -329,9 +329,12 @@ class RemoteStudy:
         n: int,
         n_workers: int | None = None,
         info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        pace: float | None = None,
     ) -> list[Trial]:
         """``n`` new, distinct running trials (the service caps ``n`` per call); ``info`` is
-        one dict for all, or one per trial (then asked one by one).
+        one dict for all, or one per trial (then asked one by one); ``pace`` as in
+        ``Study.ask_batch`` (the service's round takes the shortest of its askers').
 
         The request carries a fresh ``client_id``, so a retry after a lost answer gets the
         trials that answer held instead of starting more.
@@ -340,13 +343,15 @@ class RemoteStudy:
             infos = list(info)
             if len(infos) != n:
                 raise AboError(f"info: expected {n} dicts (one per trial), got {len(infos)}")
-            return [t for i in infos for t in self.ask_batch(1, n_workers, i)]
-        body = {
+            return [t for i in infos for t in self.ask_batch(1, n_workers, i, pace=pace)]
+        body: dict[str, Any] = {
             "count": n,
             "n_workers": n_workers,
             "client_id": uuid.uuid4().hex,
             "info": dict(info) if info is not None else None,
         }
+        if pace is not None:
+            body["pace"] = pace
         return [_trial(t) for t in self._call("POST", "/ask", body)["trials"]]
 
     def tell(

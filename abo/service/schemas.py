@@ -106,6 +106,15 @@ class AskRequest(_Request):
     info: Json | None = Field(
         default=None, description="Merged into each new trial's `info` (e.g. the driver)."
     )
+    pace: Annotated[float | None, Field(gt=0, le=1e9, allow_inf_nan=False)] = Field(
+        default=None,
+        description=(
+            "Seconds each point may take before one of the caller's workers waits for it: "
+            "the default strategy then never waits for a fit and switches to a cheaper member "
+            "when its usual one cannot keep up (not exactly reproducible). Omit it for "
+            "reproducible asks."
+        ),
+    )
 
 
 def _values(value: Any) -> Any:

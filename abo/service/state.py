@@ -112,13 +112,14 @@ class ServiceState:
         n_workers: int | None,
         client_id: str | None,
         info: Mapping[str, Any],
+        pace: float | None = None,
     ) -> list[Trial]:
         """``count`` trials from the study's next shared proposal round (see ``AskLines``)."""
         for attempt in range(2):
             study = self._cached(name, created)
             if study is None:  # a storage read: not on the event loop
                 study = await run_in_threadpool(self.study, name, created)
-            want = AskWant(count, n_workers, client_id, dict(info))
+            want = AskWant(count, n_workers, client_id, dict(info), pace)
             try:
                 return await asyncio.wrap_future(self.asks.submit(study, want))
             except StudyNotFoundError:

@@ -1,12 +1,17 @@
-"""``auto``, the default strategy: believer on exact observations, qlognei on noisy ones."""
+"""``auto``, the default strategy: believer on exact observations, qlognei on noisy ones, and
+cheaper members when an asynchronous caller's pace says they cannot keep up."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
+import pytest
 import torch
 from strategy_helpers import make_ctx
 
 import abo
-from abo.acquisitions.auto import AutoStrategy
+from abo.acquisitions.auto import GREEDY_FLOOR, REST_DECAY, SHARE, AutoStrategy
 from abo.surrogate import fit_gp
 
 
@@ -32,3 +37,64 @@ def test_it_is_what_a_study_gets_without_a_strategy() -> None:
     space = abo.Space({"x": abo.Float(0.0, 1.0)})
     assert abo.create_study(space).strategy == "auto"
     assert "auto" in abo.strategies()
+
+
+def _peak_ctx(pace: float | None, busy: int = 2):
+    from strategy_helpers import peaked_data
+
+    X, Y = peaked_data(16)
+    model = fit_gp(X, Y, noise="deterministic").model
+    gen = torch.Generator().manual_seed(1)
+    ctx = make_ctx(model, X, Y, busy=torch.rand(busy, 2, generator=gen, dtype=torch.double))
+    return replace(ctx, pace=pace)
+
+
+def test_without_a_pace_it_never_switches_and_is_reproducible() -> None:
+    first = AutoStrategy(raw_samples=32, num_restarts=2).propose(_peak_ctx(None), 3)
+    again = AutoStrategy(raw_samples=32, num_restarts=2).propose(_peak_ctx(None), 3)
+    assert [i["arm"] for i in first.info] == ["believer"] * 3
+    assert torch.equal(first.X, again.X)
+
+
+def test_a_pace_no_greedy_search_can_keep_goes_straight_to_thompson() -> None:
+    strategy = AutoStrategy(raw_samples=32, num_restarts=2)
+    proposal = strategy.propose(_peak_ctx(pace=GREEDY_FLOOR / 10), 5)
+    assert [i["arm"] for i in proposal.info] == ["thompson"] * 5
+    assert "believer" not in strategy.calls  # not even tried
+    assert proposal.X.shape == (5, 2)
+
+
+def test_a_member_measured_slower_than_the_pace_gives_way_and_comes_back() -> None:
+    strategy = AutoStrategy(raw_samples=32, num_restarts=2)
+    roomy = _peak_ctx(pace=10.0)
+    assert {i["arm"] for i in strategy.propose(roomy, 3).info} == {"believer"}
+    assert strategy.cost["believer"] > 0  # measured (its first call kept the pace too)
+    strategy.cost["believer"] = 1.0  # as if each point took a second
+    tight = _peak_ctx(pace=0.5)  # 1 s > SHARE * 0.5 s: believer cannot keep up
+    arms = [i["arm"] for i in strategy.propose(tight, 4).info]
+    assert arms == ["thompson"] * 4
+    rested = strategy.cost["believer"]
+    assert rested == pytest.approx(1.0 * REST_DECAY)  # it rests, and its cost decays
+    while strategy.cost["believer"] > SHARE * 0.5:
+        strategy.propose(tight, 1)
+    assert strategy.propose(tight, 1).info[0]["arm"] == "believer"  # tried again
+
+
+def test_a_member_whose_first_call_is_slow_is_tried_once_per_ask() -> None:
+    strategy = AutoStrategy(raw_samples=32, num_restarts=2)
+    real = strategy.believer.propose
+
+    def slow(ctx, n):  # a believer point that takes 0.2 s, whatever the machine
+        time.sleep(0.2 * n)
+        return real(ctx, n)
+
+    strategy.believer.propose = slow  # type: ignore[method-assign]
+    tight = _peak_ctx(pace=0.1)  # SHARE * 0.1 s: greedy members may be tried, but 0.2 s is slow
+    arms = [i["arm"] for i in strategy.propose(tight, 4).info]
+    # its first call (which also warms it up) missed the pace: one point, not counted, and
+    # the rest of the ask by thompson; the next ask tries it once more, and counts it
+    assert arms == ["believer"] + ["thompson"] * 3
+    assert "believer" not in strategy.cost and strategy.calls["believer"] == 1
+    assert [i["arm"] for i in strategy.propose(tight, 2).info] == ["believer", "thompson"]
+    assert strategy.cost["believer"] >= 0.2
+    assert {i["arm"] for i in strategy.propose(tight, 3).info} == {"thompson"}  # measured slow

@@ -69,3 +69,42 @@ def test_models_other_than_an_exact_gp_get_none() -> None:
     model = GenericDeterministicModel(lambda x: x.sum(-1, keepdim=True))
     assert latent_mean(model, _points()) is None
     assert latent_mean_std(model, _points()) is None
+
+
+def test_fast_log_ei_is_botorchs_log_ei_also_on_a_believers_fantasy_model(peaked) -> None:
+    from botorch.acquisition.analytic import LogExpectedImprovement
+
+    from abo.acquisitions.believer import believe
+    from abo.acquisitions.optimize import FastLogEI
+
+    model, _, Y = peaked
+    believed, _ = believe(model, _points(3))  # conditioned on busy points: still fast
+    for m in (model, believed, fit_gp(*peaked_data(n=12, seed=1)).model):  # exact and noisy
+        fast, slow = FastLogEI(m, Y.max()), LogExpectedImprovement(m, best_f=Y.max())
+        X = _points(96).unsqueeze(-2)
+        fast_x, slow_x = X.clone().requires_grad_(True), X.clone().requires_grad_(True)
+        a, b = fast(fast_x), slow(slow_x)
+        assert fast._fallback is None  # the fast path was taken
+        assert a.shape == b.shape == (96,)
+        assert torch.allclose(a, b, atol=1e-8, rtol=1e-8)
+        (g_fast,) = torch.autograd.grad(a.sum(), fast_x)
+        (g_slow,) = torch.autograd.grad(b.sum(), slow_x)
+        assert torch.allclose(g_fast, g_slow, atol=1e-6, rtol=1e-6)
+        assert b.max() - b.min() > 1.0  # values far apart were compared
+
+
+def test_fast_log_ei_falls_back_to_botorch_for_other_models() -> None:
+    from botorch.acquisition.analytic import LogExpectedImprovement
+    from botorch.models import SingleTaskGP
+    from botorch.models.model_list_gp_regression import ModelListGP
+
+    from abo.acquisitions.optimize import FastLogEI
+
+    X, Y = peaked_data(n=10, seed=2)
+    listed = ModelListGP(SingleTaskGP(X, Y)).eval()
+    fast = FastLogEI(listed, Y.max())
+    value = fast(_points(8).unsqueeze(-2))
+    assert isinstance(fast._fallback, LogExpectedImprovement)
+    assert torch.allclose(
+        value, LogExpectedImprovement(listed, best_f=Y.max())(_points(8).unsqueeze(-2))
+    )

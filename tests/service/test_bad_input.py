@@ -167,3 +167,25 @@ def test_bind_address_binds_ipv6_loopback() -> None:
         pytest.skip(f"no IPv6 loopback here: {exc}")
     with pytest.raises(socket.gaierror), socket.socket(socket.AF_INET6) as sock:
         sock.bind(("[::1]", 0))
+
+
+@pytest.mark.parametrize(
+    "body",
+    ['{"pace": 0}', '{"pace": -1.5}', '{"pace": NaN}', '{"pace": Infinity}', '{"pace": "1"}',
+     '{"pace": true}'],
+)  # fmt: skip
+def test_an_ask_with_a_bad_pace_is_422_naming_it_and_starts_nothing(
+    api: httpx.Client, study_name: str, body: str
+) -> None:
+    make_study(api, study_name)
+    r = api.post(f"/studies/{study_name}/ask", content=body, headers=RAW)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == "pace"
+    assert api.get(f"/studies/{study_name}/trials").json()["total"] == 0
+
+
+def test_an_ask_with_a_pace_is_served_over_http(api: httpx.Client, study_name: str) -> None:
+    make_study(api, study_name)
+    r = api.post(f"/studies/{study_name}/ask", json={"count": 2, "pace": 0.25})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["trials"]) == 2

@@ -42,6 +42,15 @@ def test_study_and_remote_study_are_both_study_like() -> None:
     assert isinstance(abo.create_study(SPACE, strategy="random"), StudyLike)
 
 
+def test_asks_carry_their_pace_and_a_bad_one_is_refused(client: Client, study_name: str) -> None:
+    study = client.create_study(SPACE, name=study_name, strategy="random", seed=0)
+    hurried = study.ask_batch(2, n_workers=4, pace=0.5)  # the automatic loop's asks
+    assert len({t.id for t in hurried}) == 2
+    with pytest.raises(abo.AboError, match="pace") as bad:
+        study.ask_batch(1, pace=-1.0)
+    assert bad.value.field == "pace" and len(study) == 2
+
+
 def test_ask_tell_and_errors_map_back(client: Client, study_name: str) -> None:
     study = client.create_study(SPACE, name=study_name, strategy="random", seed=0)
     assert study.name == study_name and study.space == SPACE and study.direction == "minimize"
