@@ -58,6 +58,8 @@ from abo.quiet import silenced
 from abo.spec import MAX_EXACT, NOISE_MODES  # observations above which the GP sees a subset
 
 NOISE_FLOOR = 1e-6
+NOISE_PRIOR = (-4.0, 1.0)  # LogNormal(loc, scale) of the learned noise (standardised scale)
+NOISE_PRIOR_MODE = math.exp(NOISE_PRIOR[0] - NOISE_PRIOR[1] ** 2)  # about 6.7e-3
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def _build(X: Tensor, Y: Tensor, noise: str) -> SingleTaskGP:
         outputscale_prior=GammaPrior(2.0, 1.0),
         outputscale_constraint=GreaterThan(1e-4, transform=None, initial_value=1.0),
     )
-    noise_prior = LogNormalPrior(loc=-4.0, scale=1.0)
+    noise_prior = LogNormalPrior(loc=NOISE_PRIOR[0], scale=NOISE_PRIOR[1])
     likelihood = GaussianLikelihood(
         noise_prior=noise_prior if noise == "auto" else None,
         noise_constraint=GreaterThan(

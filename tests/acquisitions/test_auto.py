@@ -11,8 +11,8 @@ import torch
 from strategy_helpers import make_ctx
 
 import abo
-from abo.acquisitions.auto import GREEDY_FLOOR, REST_DECAY, SHARE, AutoStrategy
-from abo.surrogate import fit_gp
+from abo.acquisitions.auto import EXACT_BELOW, GREEDY_FLOOR, REST_DECAY, SHARE, AutoStrategy
+from abo.surrogate import NOISE_PRIOR_MODE, fit_gp
 
 
 def _data(noise: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -98,3 +98,14 @@ def test_a_member_whose_first_call_is_slow_is_tried_once_per_ask() -> None:
     assert [i["arm"] for i in strategy.propose(tight, 2).info] == ["believer", "thompson"]
     assert strategy.cost["believer"] >= 0.2
     assert {i["arm"] for i in strategy.propose(tight, 3).info} == {"thompson"}  # measured slow
+
+
+def test_a_deterministic_objective_the_gp_learns_as_exact_goes_to_believer_undeclared() -> None:
+    """With the default noise="auto", data that pull the learned noise well under its prior's
+    guess count as exact: believer proposes, as it would for noise="deterministic"."""
+    X = torch.quasirandom.SobolEngine(2, scramble=True, seed=3).draw(64, dtype=torch.double)
+    Y = torch.sin(3 * X[:, :1]) * torch.cos(2 * X[:, 1:])
+    model = fit_gp(X, Y, noise="auto").model
+    assert float(model.likelihood.noise.detach()) < EXACT_BELOW < NOISE_PRIOR_MODE
+    proposal = AutoStrategy(raw_samples=32, num_restarts=2).propose(make_ctx(model, X, Y), 1)
+    assert proposal.info[0]["arm"] == "believer"

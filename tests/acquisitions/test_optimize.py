@@ -108,3 +108,26 @@ def test_fast_log_ei_falls_back_to_botorch_for_other_models() -> None:
     assert torch.allclose(
         value, LogExpectedImprovement(listed, best_f=Y.max())(_points(8).unsqueeze(-2))
     )
+
+
+def test_believed_moments_are_the_fantasy_models_without_building_it(peaked) -> None:
+    """``Believed`` (busy points observed at their mean) against BoTorch's fantasy model."""
+    from abo.acquisitions.believer import believe
+    from abo.acquisitions.optimize import Believed, FastLogEI
+
+    model, _, Y = peaked
+    noisy = fit_gp(*peaked_data(n=12, seed=1)).model  # learned noise: the fantasies get it
+    for m in (model, noisy):
+        busy = _points(5)[1:]
+        fantasy, _ = believe(m, busy)
+        X = _points(64) * 0.9 + 0.05
+        mean, std = Believed(m, busy).mean_std(X)
+        ref_mean, ref_std = latent_mean_std(fantasy, X)
+        assert torch.allclose(mean, ref_mean, atol=1e-7, rtol=0)
+        assert torch.allclose(std, ref_std, atol=1e-6, rtol=1e-5)
+        plain = latent_mean_std(m, X)[1]
+        assert (plain - std).max() > 1e-2  # the busy points did shrink the variance
+        x = X.unsqueeze(-2)
+        fast = FastLogEI(m, Y.max(), believed=Believed(m, busy))(x)
+        slow = FastLogEI(fantasy, Y.max())(x)
+        assert torch.allclose(fast, slow, atol=1e-5, rtol=1e-5)
