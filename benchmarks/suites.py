@@ -156,6 +156,40 @@ SUITES: dict[str, Suite] = {
         ),
         strategy_options=SMOKE_OPTIONS,
     ),  # fmt: skip
+    # issue 16's broad suite: the default against every abo strategy and the baselines, with
+    # each strategy's own defaults (what a user gets), problems not tuned on included
+    "broad": Suite(
+        "broad",
+        {
+            "branin": 60,
+            "hartmann6": 100,
+            "ackley5": 100,
+            "levy5": 100,
+            "ackley10": 150,
+            "rosenbrock8": 120,
+            "branin-noisy": 60,
+            "hartmann6-noisy": 100,
+        },
+        (4, 16),
+        10,
+        methods=(
+            "auto",
+            "believer",
+            "qlognei",
+            "thompson",
+            "playbook",
+            "aegis",
+            "portfolio",
+            "lp",
+            "ucb",
+            "aegis-rs",
+            "random",
+            "optuna-gp",
+            "optuna-tpe",
+            "sync-qlognei",
+            "seq-logei",
+        ),
+    ),  # fmt: skip
     "tiny": Suite(
         "tiny",
         {"branin": 8},
