@@ -34,7 +34,12 @@ from benchmarks.suites import AnyProblem, NoisyProblem
 
 BASELINES = ("seq-logei", "sync-qlognei", "sync-ts", "optuna-gp", "optuna-tpe")
 REFIT_VARIANTS = ("playbook", "thompson", "aegis")  # each also as +full and +bg
-POWER_VARIANTS = ("auto", "qlognei", "believer", "thompson")  # each also as +power (output_transform)
+POWER_VARIANTS = (
+    "auto",
+    "qlognei",
+    "believer",
+    "thompson",
+)  # each also as +power (output_transform)
 
 
 class AboBatchMethod(AboMethod):
@@ -123,9 +128,6 @@ def all_methods() -> dict[str, MethodSpec]:
         specs[f"{name}+bg"] = MethodSpec(f"{name}+bg", _abo(name, refit="background"))
     for name in POWER_VARIANTS:
         specs[f"{name}+power"] = MethodSpec(f"{name}+power", _abo(name, output_transform="power"))
-    # candidates for closing the gap between 4 and 16 workers (issue 16, item 3)
-    specs["believer+clmin"] = MethodSpec("believer+clmin", _abo("believer", fixed={"liar": "min"}))
-    specs["auto+explore"] = MethodSpec("auto+explore", _abo("auto", fixed={"explore": 0.5}))
     specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"))
     specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"))
     return specs

@@ -82,18 +82,8 @@ class AutoStrategy:
     name = "auto"
     needs_model = True
 
-    def __init__(
-        self,
-        raw_samples: int = 512,
-        num_restarts: int = 6,
-        mc_samples: int = 128,
-        explore: float = 0.0,
-        liar: str = "mean",
-    ):
-        self.explore = float(explore)  # share of points thompson takes with 4+ busy points
-        self.believer = BelieverStrategy(
-            raw_samples=raw_samples, num_restarts=num_restarts, liar=liar
-        )
+    def __init__(self, raw_samples: int = 512, num_restarts: int = 6, mc_samples: int = 128):
+        self.believer = BelieverStrategy(raw_samples=raw_samples, num_restarts=num_restarts)
         self.qlognei = QLogNEIStrategy(
             mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts
         )
@@ -119,23 +109,11 @@ class AutoStrategy:
         return self.thompson
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
-        if ctx.pace is None and self.explore <= 0:  # no hurry: the exact member, reproducibly
+        if ctx.pace is None:  # no hurry: the exact member, reproducibly
             member = self.member(ctx)
             inner = member.propose(ctx, n)
             infos = [{**info, "strategy": self.name, "arm": member.name} for info in inner.info]
             return Proposal(inner.X, infos)
-        if ctx.pace is None:
-            X_all: list[Tensor] = []
-            info_all: list[dict[str, Any]] = []
-            for _ in range(n):
-                u = float(torch.rand(1, generator=ctx.generator))
-                busy = ctx.X_pending.shape[0]
-                member = self.thompson if busy >= 4 and u < self.explore else self.member(ctx)
-                inner = member.propose(ctx, 1)
-                X_all.append(inner.X)
-                info_all += [{**i, "strategy": self.name, "arm": member.name} for i in inner.info]
-                ctx = replace(ctx, X_pending=torch.cat([ctx.X_pending, inner.X.to(ctx.X_pending)]))
-            return Proposal(torch.cat(X_all), info_all)
         points: list[Tensor] = []
         infos = []
         used: set[str] = set()

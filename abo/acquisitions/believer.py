@@ -65,19 +65,13 @@ class BelieverStrategy:
 
     Args:
         raw_samples, num_restarts: acquisition optimiser budget per point.
-        liar: what busy points are believed to return: ``"mean"`` (their posterior mean, the
-            kriging believer) or ``"min"`` (the worst observed utility, the pessimistic
-            constant liar of Ginsbourger et al., which pushes later points further away).
     """
 
     name = "believer"
     needs_model = True
 
-    def __init__(self, raw_samples: int = 512, num_restarts: int = 6, liar: str = "mean"):
-        if liar not in ("mean", "min"):
-            raise ValueError(f"liar: expected 'mean' or 'min', got {liar!r}")
+    def __init__(self, raw_samples: int = 512, num_restarts: int = 6):
         self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
-        self.liar = liar
 
     @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
@@ -87,14 +81,6 @@ class BelieverStrategy:
         incumbents: list[float] = []
 
         def make_acq(busy: Tensor) -> FastLogEI:
-            if self.liar == "min":
-                lies = ctx.Y.min().expand(busy.shape[0])
-                best_f = observed.max() if observed.numel() else ctx.Y.max()
-                incumbents.append(round(float(best_f), 6))
-                if Believed.supported(model_0, busy):
-                    return FastLogEI(model_0, best_f, believed=Believed(model_0, busy, lies))
-                lied = model_0.condition_on_observations(busy, lies.unsqueeze(-1))
-                return FastLogEI(lied, best_f=best_f)
             if Believed.supported(model_0, busy):  # the believed model's moments, unbuilt
                 believed = posterior_mean(model_0, busy)
                 best_f = torch.cat([observed, believed]).max()

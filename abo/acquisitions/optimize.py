@@ -176,20 +176,18 @@ def latent_mean_std(model: Model, X: Tensor, grad: bool = False) -> tuple[Tensor
 
 class Believed:
     """An exact GP's posterior as if ``m x d`` busy points had been observed at their posterior
-    mean (the kriging believer's model), or at ``lies`` (a constant liar's), without building
-    that model.
+    mean (the kriging believer's model), without building that model.
 
     Believing a point at its mean leaves the posterior mean unchanged everywhere; the variance
     loses what the busy points would explain: ``var(x) - c(x)^T S^-1 c(x)``, with ``c(x)`` the
     posterior covariance between ``x`` and the busy points and ``S`` theirs plus the
     observation noise (what ``condition_on_observations`` gives their fantasies). Everything
-    comes from the GP's cached solves and root (``latent_mean_std``'s pieces); lies other than
-    the mean also move the mean, by ``c(x)^T S^-1 (lies - mean)``. So an
+    comes from the GP's cached solves and root (``latent_mean_std``'s pieces), so an
     evaluation is one kernel row against the data and one against the busy points, and no
     fantasy model (a low-rank update of every cache) is made per proposal.
     """
 
-    def __init__(self, model: Model, X_busy: Tensor, lies: Tensor | None = None) -> None:
+    def __init__(self, model: Model, X_busy: Tensor) -> None:
         if not _exact_gp_ready(model, X_busy):
             raise TypeError(f"Believed: needs a single-output exact GP, got {type(model).__name__}")
         self.gp = cast(ExactGP, model)
@@ -206,14 +204,6 @@ class Believed:
             S = prior - self.busy_root @ self.busy_root.T
             S = S + noise * torch.eye(S.shape[0], dtype=S.dtype)
             self.chol = psd_safe_cholesky(0.5 * (S + S.T))
-            self.shift: Tensor | None = None  # S^-1 (lies - mean at the busy points)
-            if lies is not None and self.busy.shape[0]:
-                tf = getattr(model, "outcome_transform", None)
-                z = lies.reshape(-1).to(self.alpha)
-                if tf is not None:
-                    z = (z - tf.means.reshape(())) / tf.stdvs.reshape(())
-                mean_b = self.gp.mean_module(self.busy) + cross @ self.alpha
-                self.shift = torch.cholesky_solve((z - mean_b).unsqueeze(-1), self.chol)
 
     @staticmethod
     def supported(model: Model, X: Tensor) -> bool:
@@ -236,8 +226,6 @@ class Believed:
             c = both[..., n:] - cross_root @ self.busy_root.T
             v = torch.linalg.solve_triangular(self.chol, c.T, upper=False)  # m x k
             var = var - v.pow(2).sum(0)
-            if self.shift is not None:  # believed at other values than their mean: it moves
-                mean = mean + (c @ self.shift.to(c)).squeeze(-1)
         return mean, var.clamp_min(1e-16).sqrt()
 
 
