@@ -662,8 +662,13 @@ def _start_clocks(
 def _submit(
     executor: Executor, study: Study, objective: Callable[..., Any], trial: Trial
 ) -> Future:
-    """Submit one evaluation under its own key (two equal parameter sets are two runs)."""
-    key = f"abo-{study.name}-{trial.id}-{trial.attempt}"
+    """Submit one evaluation under its own key (two equal parameter sets are two runs).
+
+    The key ends in a random token: two studies of one name (in two storages, or one study
+    run again after its database was replaced) may share a cluster, and Dask answers a key it
+    still holds with the result it holds, which would tell one study another's value.
+    """
+    key = f"abo-{study.name}-{trial.id}-{trial.attempt}-{uuid.uuid4().hex[:12]}"
     context = {"study": study.name, "id": trial.id, "attempt": trial.attempt}
     return executor.submit(evaluate, objective, trial.params, context, key=key)
 

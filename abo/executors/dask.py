@@ -1,7 +1,8 @@
 """``DaskExecutor``: evaluations on a Dask cluster (a LocalCluster of worker processes by default).
 
-Every submission carries its own key (``abo-<study>-<trial>-<attempt>``, never ``pure``), so two
-trials with equal parameters are two evaluations. Clusters abo starts blame a task on the first
+Every submission carries its own key (``abo-<study>-<trial>-<attempt>-<random token>``, never
+``pure``), so two trials with equal parameters are two evaluations, and two studies of one name
+on one cluster never share a result. Clusters abo starts blame a task on the first
 worker death (``allowed-failures = 0``): the trial is ``lost`` and retried by the loop under a
 new key, and a retry that kills its worker again is ``failed`` — so an objective that kills
 every worker it touches costs two worker deaths, not Dask's default four.

@@ -58,6 +58,25 @@ def test_equal_parameters_are_two_evaluations(executor: DaskExecutor, tmp_path: 
     assert log.read_text().splitlines() == ["0.25", "0.25"]  # not merged by Dask's pure keys
 
 
+def _square(params: dict) -> float:
+    return params["x"] ** 2
+
+
+def test_two_studies_of_one_name_on_one_cluster_each_get_their_own_values(
+    executor: DaskExecutor, tmp_path: Path
+) -> None:
+    """Dask answers a key it still holds with its result: a study's keys must be its own."""
+    studies = []
+    for i, seed in enumerate((0, 1)):
+        storage = f"sqlite:///{tmp_path / f'{i}.db'}"
+        study = abo.create_study(SPACE, name="same", storage=storage, strategy="random", seed=seed)
+        study.optimize(_square, n_trials=6, executor=executor, lookahead=4)
+        studies.append(study)
+    assert studies[0].trials[0].params != studies[1].trials[0].params  # different seeds
+    for study in studies:
+        assert [t.value for t in study.trials] == [t.params["x"] ** 2 for t in study.trials]
+
+
 def test_killed_worker_loses_the_trial_and_retries_it(executor: DaskExecutor) -> None:
     study = abo.create_study(SPACE, strategy="random", seed=1, max_retries=1)
 
