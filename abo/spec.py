@@ -103,10 +103,10 @@ class StudySpec:
         metadata=_doc("The most observations the GP is fitted on (a subset above it)."),
     )
     output_transform: str = field(
-        default="none",
+        default="power",
         metadata=_doc(
-            "What the GP models: 'none' (the standardised values) or 'power' (a Yeo-Johnson "
-            "transform fitted to the values, for objectives spanning orders of magnitude)."
+            "What the GP models: 'power' (a Yeo-Johnson transform fitted to the values, near "
+            "the identity for Gaussian-looking ones) or 'none' (the standardised values)."
         ),
     )
 
@@ -250,6 +250,8 @@ class StudySpec:
         """The spec ``to_json`` wrote (stored specs are trusted: not re-checked)."""
         options = {k: v for k, v in data.items() if k in OPTIONS}
         options["strategy_options"] = dict(options.get("strategy_options") or {})
+        # a spec stored before the option existed modelled the raw values: it goes on doing so
+        options.setdefault("output_transform", "none")
         options["seed"] = int(data["seed"])
         return cls(
             space=Space.from_json(data["space"]),

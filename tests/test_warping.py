@@ -113,3 +113,17 @@ def test_a_power_study_fits_its_gp_on_warped_values_and_records_the_exponent() -
         mine = again.ask()
         assert mine.params == t.params
         again.tell(mine.id, loss(mine.params))
+
+
+def test_the_default_is_power_and_a_spec_stored_without_the_option_keeps_raw_values() -> None:
+    """The broad suite chose 'power' as the default; studies stored before it stay as they were."""
+    from abo.spec import StudySpec
+
+    space = abo.Space({"x": abo.Float(0, 1)})
+    study = abo.create_study(space, seed=1)
+    assert study.spec.output_transform == "power"
+    stored = study.spec.to_json()
+    assert stored["output_transform"] == "power"
+    assert StudySpec.from_json(stored).output_transform == "power"
+    del stored["output_transform"]  # what abo 0.1 stored
+    assert StudySpec.from_json(stored).output_transform == "none"
