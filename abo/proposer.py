@@ -116,7 +116,7 @@ class Proposer:
         """``observations`` with the study's output transform applied to the utilities (the
         exponent, or ``None`` when nothing was transformed)."""
         observed, X, Y = self.observations(trials)
-        W, lam = warp(Y, self.spec.output_transform)
+        W, lam = warp(Y, self.spec.resolved_output_transform)
         return observed, X, W, lam
 
     # -- proposing ----------------------------------------------------------------------------
