@@ -38,8 +38,15 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from abo.acquisitions.base import REGISTRY, Proposal, ProposalContext, register_strategy
-from abo.acquisitions.optimize import PosteriorMoments
+from abo.acquisitions.base import (
+    DUPLICATE_TOL,
+    REGISTRY,
+    Proposal,
+    ProposalContext,
+    register_strategy,
+)
+from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments
+from abo.acquisitions.thompson import thompson_point
 from abo.exceptions import AboError
 
 MEMBERS = ("believer", "qlognei", "thompson", "playbook", "aegis")
@@ -150,6 +157,7 @@ class PortfolioStrategy:
             raise AboError(f"member_options: {unknown} are not members ({names})")
         self.members = names
         self.floor = float(floor)
+        self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
         self._strategies = {}
         for m in names:
             kwargs = {
@@ -180,6 +188,19 @@ class PortfolioStrategy:
                 dataclasses.replace(ctx, X_pending=busy), count
             )
             X = ctx.round(inner.X)
+            # a member's point on top of an evaluated, busy or just proposed one (a discrete
+            # search can land there) is replaced by a Thompson point, as ucb does
+            seen = torch.cat([ctx.X, busy]).to(X)
+            replaced: list[bool] = []
+            for i in range(count):
+                dup = bool(seen.shape[0]) and bool(
+                    torch.cdist(X[i : i + 1], seen).min() <= DUPLICATE_TOL
+                )
+                if dup:
+                    y, _ = thompson_point(dataclasses.replace(ctx, X_pending=seen), self.budget)
+                    X[i] = ctx.round(y)[0]
+                replaced.append(dup)
+                seen = torch.cat([seen, X[i : i + 1]])
             points.append(X)
             for i in range(count):
                 extra = inner.info[i] if i < len(inner.info) else {}
@@ -191,6 +212,8 @@ class PortfolioStrategy:
                 }
                 if extra.get("arm") is not None:
                     info["member_arm"] = extra["arm"]
+                if replaced[i]:
+                    info["replaced"] = "duplicate"
                 infos.append(info)
         others = [m for m in self.members if m != infos[0]["arm"]]
         pick = int(torch.randint(len(others), (1,), generator=ctx.generator).item())
