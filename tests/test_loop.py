@@ -130,10 +130,13 @@ def test_trial_timeout_fails_with_reason_timeout() -> None:
         return p["x"]
 
     objective.accepts_trial = True  # type: ignore[attr-defined]
-    with ThreadExecutor(8) as ex:  # threads cannot be killed: spare ones run the next trials
+    # threads cannot be killed: spare ones run the next trials. lookahead=0: a queued trial
+    # would run at once on a spare thread while its timeout clock waits for the head of the
+    # queue, and this objective's one clock jump could then pass before that clock started
+    with ThreadExecutor(8) as ex:
         result = study.optimize(
             objective, n_trials=6, n_workers=1, executor=ex, trial_timeout=60.0,
-            guard=None, clock=clock,
+            guard=None, clock=clock, lookahead=0,
         )  # fmt: skip
     timed_out = [t for t in study.trials if t.reason == "timeout"]
     assert timed_out and all(t.params["k"] == "a" for t in timed_out)
