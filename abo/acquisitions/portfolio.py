@@ -39,14 +39,13 @@ import torch
 from torch import Tensor
 
 from abo.acquisitions.base import (
-    DUPLICATE_TOL,
     REGISTRY,
     Proposal,
     ProposalContext,
     register_strategy,
 )
 from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments
-from abo.acquisitions.thompson import thompson_point
+from abo.acquisitions.thompson import replace_duplicates
 from abo.exceptions import AboError
 
 MEMBERS = ("believer", "qlognei", "thompson", "playbook", "aegis")
@@ -187,20 +186,9 @@ class PortfolioStrategy:
             inner = self._strategies[member].propose(
                 dataclasses.replace(ctx, X_pending=busy), count
             )
-            X = ctx.round(inner.X)
-            # a member's point on top of an evaluated, busy or just proposed one (a discrete
-            # search can land there) is replaced by a Thompson point, as ucb does
-            seen = torch.cat([ctx.X, busy]).to(X)
-            replaced: list[bool] = []
-            for i in range(count):
-                dup = bool(seen.shape[0]) and bool(
-                    torch.cdist(X[i : i + 1], seen).min() <= DUPLICATE_TOL
-                )
-                if dup:
-                    y, _ = thompson_point(dataclasses.replace(ctx, X_pending=seen), self.budget)
-                    X[i] = ctx.round(y)[0]
-                replaced.append(dup)
-                seen = torch.cat([seen, X[i : i + 1]])
+            X, replaced = replace_duplicates(
+                dataclasses.replace(ctx, X_pending=busy), inner.X, self.budget
+            )
             points.append(X)
             for i in range(count):
                 extra = inner.info[i] if i < len(inner.info) else {}
@@ -212,7 +200,7 @@ class PortfolioStrategy:
                 }
                 if extra.get("arm") is not None:
                     info["member_arm"] = extra["arm"]
-                if replaced[i]:
+                if replaced[i] is not None:
                     info["replaced"] = "duplicate"
                 infos.append(info)
         others = [m for m in self.members if m != infos[0]["arm"]]

@@ -148,11 +148,39 @@ def thompson_points(
 
 
 def thompson_point(
-    ctx: ProposalContext, budget: OptimizerBudget, n_candidates: int = 1024
+    ctx: ProposalContext,
+    budget: OptimizerBudget,
+    n_candidates: int = 1024,
+    avoid: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Any]]:
     """The ``1 x d`` maximiser of one posterior sample path, and info about how it was found."""
-    X, infos = thompson_points(ctx, 1, budget, n_candidates)
+    X, infos = thompson_points(ctx, 1, budget, n_candidates, avoid)
     return X, infos[0]
+
+
+def replace_duplicates(
+    ctx: ProposalContext, X: Tensor, budget: OptimizerBudget
+) -> tuple[Tensor, list[dict[str, Any] | None]]:
+    """Rounded ``X`` with each row that repeats a seen point replaced by a Thompson point.
+
+    A row repeats when it lies within ``DUPLICATE_TOL`` of an evaluated or busy point or of an
+    earlier row (a rounded or flat search can land there); its replacement avoids them all.
+    Returns the points and, per row, the replacement's info (``None`` where the row was kept),
+    so a strategy built on another's search never proposes a repeat.
+    """
+    X = ctx.round(X)
+    seen = torch.cat([ctx.X, ctx.X_pending]).to(X)
+    rows: list[Tensor] = []
+    replaced: list[dict[str, Any] | None] = []
+    for i in range(X.shape[0]):
+        x, extra = X[i : i + 1], None
+        if seen.shape[0] and torch.cdist(x, seen).min() <= DUPLICATE_TOL:
+            x, extra = thompson_point(ctx, budget, avoid=seen)
+            x = ctx.round(x)
+        rows.append(x)
+        replaced.append(extra)
+        seen = torch.cat([seen, x])
+    return torch.cat(rows), replaced
 
 
 @register_strategy("thompson", "asynchronous Thompson sampling: maximise a fresh posterior path")

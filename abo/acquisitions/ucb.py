@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import math
 
-import torch
 from botorch.acquisition.analytic import UpperConfidenceBound
 
-from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
+from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
-from abo.acquisitions.thompson import thompson_point
+from abo.acquisitions.thompson import replace_duplicates
 from abo.exceptions import AboError
 
 DELTA = 0.01
@@ -63,17 +62,10 @@ class UCBStrategy:
         assert ctx.model is not None
         beta = self.beta if self.beta is not None else beta_schedule(ctx.dim, ctx.X.shape[0])
         x, _ = seeded_maximize(UpperConfidenceBound(ctx.model, beta=beta), ctx, self.budget)
-        x = ctx.round(x)
         info = {"strategy": self.name, "beta": round(float(beta), 6)}
-        seen = torch.cat([ctx.X, ctx.X_pending]).to(x)
-        points, infos = [], []
-        for _ in range(n):
-            if seen.shape[0] and torch.cdist(x, seen).min() <= DUPLICATE_TOL:
-                y, extra = thompson_point(ctx, self.budget)
-                points.append(ctx.round(y))
-                infos.append({**info, **extra, "replaced": "duplicate"})
-            else:
-                points.append(x)
-                infos.append(dict(info))
-            seen = torch.cat([seen, points[-1]])
-        return Proposal(torch.cat(points), infos)
+        X, replaced = replace_duplicates(ctx, x.expand(n, -1), self.budget)
+        infos = [
+            dict(info) if extra is None else {**info, **extra, "replaced": "duplicate"}
+            for extra in replaced
+        ]
+        return Proposal(X, infos)

@@ -13,6 +13,7 @@ from abo.acquisitions.thompson import (
     ThompsonStrategy,
     draw_paths,
     path_values,
+    replace_duplicates,
     sobol_points,
     thompson_points,
 )
@@ -88,3 +89,18 @@ def test_each_point_of_a_batch_maximises_its_own_path(peaked) -> None:
     spread = on_grid.max(0).values - on_grid.min(0).values
     assert (own >= on_grid.max(0).values - 1e-3 * spread).all()  # at least the grid's best
     assert (own >= at_points.max(0).values - 1e-9).all()  # no other point is higher on path j
+
+
+def test_replace_duplicates_swaps_only_repeats_for_new_thompson_points(peaked) -> None:
+    model, X, Y = peaked
+    busy = PEAK.unsqueeze(0)
+    ctx = make_ctx(model, X, Y, busy, seed=4)
+    fresh = torch.tensor([[0.123, 0.456]], dtype=torch.double)
+    # an evaluated point, a busy one, a new one, then that new one again
+    proposed = torch.cat([X[3:4], busy, fresh, fresh])
+    out, replaced = replace_duplicates(ctx, proposed, OptimizerBudget(64, 2))
+    assert [r is None for r in replaced] == [False, False, True, False]
+    assert torch.equal(out[2], fresh[0])  # a new point is kept as it is
+    seen = torch.cat([X, busy])
+    assert torch.cdist(out[[0, 1, 3]], seen).min() > 1e-6  # replacements repeat nothing seen
+    assert torch.pdist(out).min() > 1e-6  # ... nor each other
