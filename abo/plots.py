@@ -1,5 +1,6 @@
 """Plots of a study: best-so-far convergence (against trials and wall-clock time), the
-per-worker timeline, and parallel coordinates of parameters against the value."""
+per-worker timeline, parallel coordinates of parameters against the value, and the Pareto
+front of a study of several objectives."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import matplotlib.text  # noqa: E402
 from matplotlib.backend_bases import RendererBase  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from abo.outcomes import Objective  # noqa: E402
 from abo.trial import Trial, TrialState  # noqa: E402
 
 
@@ -246,6 +248,67 @@ def parallel(
 ) -> Path:
     """Write a PNG of parallel coordinates (see ``parallel_figure``); return its path."""
     fig = parallel_figure(trials, space_json, direction, title)
+    path = Path(out)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def pareto_figure(
+    trials: Sequence[Trial], objectives: Sequence[Objective], title: str = ""
+) -> Figure:
+    """Done trials in objective space, coloured by completion order, the Pareto front ringed
+    and (for two objectives) joined by its attainment line: one panel per pair of objectives
+    (three panels for three objectives, six for four)."""
+    from abo.summary import in_completion_order, pareto_trials
+
+    if len(objectives) < 2:
+        raise ValueError("pareto: the study has one objective; plot its convergence instead")
+    done = in_completion_order(trials, objectives)
+    front_ids = {t.id for t in pareto_trials(done, objectives)}
+    pairs = [(a, b) for i, a in enumerate(objectives) for b in objectives[i + 1 :]]
+    cols = min(3, len(pairs))
+    rows = math.ceil(len(pairs) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.4 * rows), squeeze=False)
+    order = list(range(1, len(done) + 1))
+    norm = matplotlib.colors.Normalize(1, max(2, len(done)))
+    scatter = None
+    for ax, (a, b) in zip(axes.flat, pairs, strict=False):
+        xs = [t.values[a.name] for t in done]
+        ys = [t.values[b.name] for t in done]
+        scatter = ax.scatter(xs, ys, c=order, cmap="viridis", norm=norm, s=22, label="done")
+        front = [t for t in done if t.id in front_ids]
+        ax.scatter(
+            [t.values[a.name] for t in front],
+            [t.values[b.name] for t in front],
+            s=80,
+            facecolors="none",
+            edgecolors="crimson",
+            linewidths=1.5,
+            label="Pareto front",
+        )
+        if len(objectives) == 2 and front:
+            pts = sorted((t.values[a.name], t.values[b.name]) for t in front)
+            if a.direction == "maximize":
+                pts.reverse()
+            ax.step(*zip(*pts, strict=True), where="post", color="crimson", alpha=0.6)
+        ax.set_xlabel(f"{a.name} ({a.direction})")
+        ax.set_ylabel(f"{b.name} ({b.direction})")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    for ax in list(axes.flat)[len(pairs) :]:
+        ax.set_visible(False)
+    if scatter is not None:
+        fig.colorbar(scatter, ax=list(axes.flat), label="completion order")
+    fig.suptitle(title or "Pareto front")
+    return fig
+
+
+def pareto(
+    trials: Sequence[Trial], objectives: Sequence[Objective], out: str | Path, title: str = ""
+) -> Path:
+    """Write ``pareto_figure`` as a PNG; return its path."""
+    fig = pareto_figure(trials, objectives, title)
     path = Path(out)
     fig.savefig(path, dpi=100)
     plt.close(fig)

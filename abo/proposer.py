@@ -32,15 +32,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from botorch.models import ModelListGP
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
 from abo.exceptions import AboWarning, StrategyError, SurrogateFitError
-from abo.refit import ModelManager
+from abo.pareto import reference_point
+from abo.refit import ModelManager, data_key
 from abo.registry import make_strategy
 from abo.space import ParamValue
 from abo.spec import StudySpec
+from abo.summary import in_completion_order, utilities
 from abo.surrogate import FittedModel
 from abo.trial import ModelRecord, ProposalRecord, Trial, TrialState
 from abo.warping import warp
@@ -72,12 +75,17 @@ class Proposer:
     def __init__(self, spec: StudySpec, refit: str | None = None) -> None:
         self.spec = spec
         self.strategy = make_strategy(spec.strategy, **dict(spec.strategy_options))
-        self.models = ModelManager(
-            noise=spec.noise,
-            mode=refit or spec.refit,
-            max_staleness=spec.max_staleness,
-            max_exact=spec.max_exact,
-        )
+        self.models, *others = [
+            ModelManager(
+                noise=spec.noise,
+                mode=refit or spec.refit,
+                max_staleness=spec.max_staleness,
+                max_exact=spec.max_exact,
+            )
+            for _ in spec.objectives
+        ]
+        self.multi = len(spec.objectives) > 1
+        self.objective_models = [self.models, *others]  # one GP per objective
         self._units: dict[int, list[float]] = {}
 
     # -- encoding -----------------------------------------------------------------------------
@@ -101,14 +109,19 @@ class Proposer:
         out); modelling it at the worst observed utility steers proposals away from the region
         instead of proposing it again and again.
         """
-        objective = self.spec.objective
-        done = [t for t in trials if t.state is TrialState.DONE and objective.name in t.values]
+        objs = self.spec.objectives
+        done = [
+            t
+            for t in trials
+            if t.state is TrialState.DONE and all(o.name in t.values for o in objs)
+        ]
         failed = [t for t in trials if t.state is TrialState.FAILED]
-        utilities = [objective.sign * t.values[objective.name] for t in done]
-        worst = min(utilities) if utilities else 0.0
+        utilities = [[o.sign * t.values[o.name] for o in objs] for t in done]
+        worst = [min(column) for column in zip(*utilities, strict=True)] if utilities else []
         observed = [*done, *failed] if utilities else list(done)
         Y = utilities + ([worst] * len(failed) if utilities else [])
-        return observed, self.unit(observed), torch.tensor(Y, dtype=torch.double).reshape(-1, 1)
+        Y_t = torch.tensor(Y, dtype=torch.double).reshape(-1, len(objs))
+        return observed, self.unit(observed), Y_t
 
     def model_data(
         self, trials: Sequence[Trial]
@@ -116,8 +129,23 @@ class Proposer:
         """``observations`` with the study's output transform applied to the utilities (the
         exponent, or ``None`` when nothing was transformed)."""
         observed, X, Y = self.observations(trials)
-        W, lam = warp(Y, self.spec.resolved_output_transform)
-        return observed, X, W, lam
+        kind = self.spec.resolved_output_transform
+        if not self.multi:
+            W, lam = warp(Y, kind)
+            return observed, X, W, lam
+        warped = [warp(Y[:, i : i + 1], kind)[0] for i in range(Y.shape[1])]  # each objective
+        return observed, X, torch.cat(warped, dim=-1) if warped else Y, None
+
+    def ref_point(self, trials: Sequence[Trial]) -> Tensor | None:
+        """The hypervolume's reference point in utilities (``abo.pareto``'s rule over the
+        done trials in completion order), ``None`` for one objective or before any result."""
+        if not self.multi:
+            return None
+        done = in_completion_order(trials, self.spec.objectives)
+        if not done:
+            return None
+        U = utilities(done, self.spec.objectives)
+        return reference_point(U, self.spec.resolved_n_initial)
 
     # -- proposing ----------------------------------------------------------------------------
     def propose(
@@ -142,7 +170,8 @@ class Proposer:
         )
         n_sobol = m if needs_model and done < MIN_OBSERVATIONS else 0
         n_sobol = max(n_sobol, min(m, max(0, self.spec.resolved_n_initial - seen)))
-        if needs_model and pace is not None and done >= MIN_OBSERVATIONS and n_sobol < m:
+        hurried = pace is not None and not self.multi  # one GP to fit early, in background
+        if needs_model and hurried and done >= MIN_OBSERVATIONS and n_sobol < m:
             if stored_model(trials) is None:
                 observed, X, Y, _ = self.model_data(trials)
                 if self.models.first_fit_running(tuple(t.id for t in observed), X, Y):
@@ -150,7 +179,7 @@ class Proposer:
 
         X_new: list[Tensor] = []
         records: list[ProposalRecord] = []
-        if n_sobol and pace is not None and needs_model:
+        if n_sobol and hurried and needs_model:
             # a hurried caller will want the model soon: fit it in the background meanwhile
             if done >= MIN_OBSERVATIONS:
                 observed, X, Y, _ = self.model_data(trials)
@@ -183,11 +212,46 @@ class Proposer:
         key = tuple(t.id for t in observed)
         record = stored.to_json() if stored else None
         try:
+            if self.multi:
+                return self._model_list(key, X, Y, record, hurried)
             fitted, n_fit = self.models.model(key, X, Y, record, hurried=hurried)
         except SurrogateFitError as exc:
             warnings.warn(f"{exc}; proposing quasi-random points", AboWarning, stacklevel=4)
             return None, None
         return fitted, ModelRecord(**self.models.record(fitted, key, n_fit))
+
+    def _model_list(
+        self,
+        key: tuple[int, ...],
+        X: Tensor,
+        Y: Tensor,
+        record: dict[str, Any] | None,
+        hurried: bool,
+    ) -> tuple[FittedModel, ModelRecord]:
+        """One GP per objective, each through its own refit machinery, as a ``ModelListGP``;
+        the record holds every objective's hyperparameters under ``"<objective>:"`` names."""
+        fits, hypers, n_fit = [], {}, None
+        for i, (objective, models) in enumerate(
+            zip(self.spec.objectives, self.objective_models, strict=True)
+        ):
+            prefix = f"{objective.name}:"
+            part = None
+            if record is not None:
+                stored = record["hypers"].items()
+                own = {k[len(prefix) :]: v for k, v in stored if k.startswith(prefix)}
+                part = {**record, "hypers": own} if own else None
+            fitted, n_i = models.model(key, X, Y[:, i : i + 1], part, hurried=hurried)
+            fits.append(fitted)
+            rec = models.record(fitted, key, n_i)
+            hypers.update({prefix + k: v for k, v in rec["hypers"].items()})
+            n_fit = n_i if n_fit is None else min(n_fit, n_i)
+        model: Any = ModelListGP(*[f.model for f in fits])  # the strategies take any Model
+        combined = FittedModel(
+            model=model,
+            n=min(f.n for f in fits),
+            warm=all(f.warm for f in fits),
+        )
+        return combined, ModelRecord(hypers=hypers, key=data_key(key), n=int(n_fit or 0))
 
     def _run_strategy(
         self,
@@ -225,6 +289,7 @@ class Proposer:
                 n_initial=self.spec.resolved_n_initial,
                 history=self._history(trials),
                 pace=pace,
+                ref_point=self.ref_point(trials),
             )
             if needs_model and fitted is None:
                 proposal = Proposal(ctx.uniform(m), [{"strategy": "random"}] * m)
@@ -242,7 +307,7 @@ class Proposer:
             "seconds": round(seconds / m, 6),
             "fit_seconds": round(t_fit, 6),
             "n_observations": fitted.n if fitted else len(observed),
-            "gp_points": int(fitted.model.train_inputs[0].shape[-2]) if fitted else None,
+            "gp_points": _gp_points(fitted.model) if fitted else None,
             "fit_observations": model.n if model else None,
             "model": model,
             "fallback": needs_model and fitted is None,
@@ -292,6 +357,12 @@ class Proposer:
                 records[i] = _with(records[i], deduplicated=True)
             out.append(candidate)
         return torch.stack(out), records
+
+
+def _gp_points(model: Any) -> int:
+    """Observations the GP (the first objective's, of several) conditions on."""
+    gp: Any = model.models[0] if isinstance(model, ModelListGP) else model
+    return int(gp.train_inputs[0].shape[-2])
 
 
 def _with(record: ProposalRecord, **changes: Any) -> ProposalRecord:

@@ -11,22 +11,50 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from abo.acquisitions.base import REGISTRY, register_strategy
-from abo.exceptions import UnknownStrategyError
+from abo.exceptions import AboError, UnknownStrategyError
 
-__all__ = ["check_strategy", "make_strategy", "register_strategy", "strategies"]
+__all__ = ["check_fits", "check_strategy", "make_strategy", "register_strategy", "strategies"]
 
 
 def _load_builtins() -> None:
     import abo.acquisitions  # noqa: F401 - registers the built-in strategies
 
 
-def strategies() -> dict[str, str]:
-    """Every registered strategy name with a one-line description."""
+def strategies(objectives: int | None = None) -> dict[str, str]:
+    """Every registered strategy name with a one-line description; with ``objectives``, only
+    those that propose for a study of that many objectives (``1``: one objective)."""
     _load_builtins()
-    return {name: e.description for name, e in sorted(REGISTRY.items())}
+    return {
+        name: e.description
+        for name, e in sorted(REGISTRY.items())
+        if objectives is None or e.fits(objectives)
+    }
+
+
+def check_fits(name: str, objective_names: Sequence[str]) -> None:
+    """``AboError`` (field ``strategy``) when strategy ``name`` does not propose for a study of
+    these objectives, listing the strategies that do."""
+    check_strategy(name)
+    n = len(objective_names)
+    if REGISTRY[name].fits(n):
+        return
+    fitting = ", ".join(strategies(n))
+    names = ", ".join(objective_names)
+    if n > 1:
+        message = (
+            f"strategy: {name!r} models one objective and this study has {n} ({names}); "
+            f"strategies for several objectives: {fitting}"
+        )
+    else:
+        message = (
+            f"strategy: {name!r} is for several objectives and this study has one ({names}); "
+            f"strategies for one objective: {fitting}"
+        )
+    raise AboError(message, field="strategy")
 
 
 def check_strategy(name: str) -> str:

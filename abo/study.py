@@ -27,14 +27,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from abo import lifecycle
+from abo import lifecycle, pareto
 from abo.exceptions import AboError, DuplicatedStudyError, SearchSpaceError, StudyNotFoundError
-from abo.outcomes import Outcome, check_number, check_values
+from abo.outcomes import Objective, Outcome, check_number, check_values
 from abo.proposer import Proposer
 from abo.space import Space
 from abo.spec import DEFAULT_STRATEGY, StudySpec
 from abo.storage import QueuedPoint, Storage, StudyRecord, open_storage
-from abo.summary import best_trial
+from abo.summary import best_trial, in_completion_order, pareto_trials, utilities
 from abo.threads import torch_threads
 from abo.trial import ProposalRecord, Trial, TrialState
 
@@ -181,10 +181,71 @@ class Study:
             names = ", ".join(o.name for o in objectives)
             raise AboError(
                 f"best: this study has {len(objectives)} objectives ({names}); no single trial "
-                "is best",
+                "is best: use best_trials (the Pareto front) or hypervolume()",
                 field="best",
             )
         return best_trial(self._storage.trials(self._record, [TrialState.DONE]), self.spec)
+
+    @property
+    def best_trials(self) -> list[Trial]:
+        """The done trials no other done trial beats in every objective: the Pareto front, in
+        id order. For a study of one objective, the best trial (empty before any result)."""
+        return pareto_trials(
+            self._storage.trials(self._record, [TrialState.DONE]), self.spec.objectives
+        )
+
+    def reference_point(self) -> dict[str, float]:
+        """The default reference point of ``hypervolume``, in each objective's units.
+
+        From the first ``n_initial`` results to arrive (all of them while fewer have): each
+        objective's worst value, moved 10 % of its range further (``abo.pareto``), so it is
+        fixed once the initial design is told and the hypervolume of a running study is
+        comparable over time.
+
+        Raises:
+            AboError: the study has one objective, or no result yet.
+        """
+        objectives = self._several("reference_point")
+        done = in_completion_order(
+            self._storage.trials(self._record, [TrialState.DONE]), objectives
+        )
+        if not done:
+            raise AboError("reference_point: no trial is done yet", field="reference_point")
+        ref = pareto.reference_point(utilities(done, objectives), self.spec.resolved_n_initial)
+        return {o.name: o.sign * float(r) for o, r in zip(objectives, ref, strict=True)}
+
+    def hypervolume(self, reference_point: Mapping[str, float] | None = None) -> float:
+        """The volume of objective space the done trials dominate, bounded by
+        ``reference_point`` (each objective's value by name; default: ``reference_point()``).
+        A trial that does not beat the reference point in every objective adds nothing.
+
+        Raises:
+            AboError: one objective, no result yet (without a reference point), or a reference
+                point that misses an objective, names an unknown one or is not finite.
+        """
+        objectives = self._several("hypervolume")
+        if reference_point is None:
+            ref_values = self.reference_point()
+        else:
+            ref_values = _check_reference(reference_point, objectives)
+        done = in_completion_order(
+            self._storage.trials(self._record, [TrialState.DONE]), objectives
+        )
+        import torch
+
+        ref = torch.tensor([o.sign * ref_values[o.name] for o in objectives], dtype=torch.double)
+        return pareto.hypervolume(utilities(done, objectives), ref)
+
+    def _several(self, what: str) -> tuple[Objective, ...]:
+        """The study's objectives; ``AboError`` naming ``what`` for a study of one."""
+        objectives = self.spec.objectives
+        if len(objectives) < 2:
+            raise AboError(
+                f"{what}: this study has one objective ({objectives[0].name}); "
+                "use best for its best trial",
+                field=what,
+            )
+        return objectives
 
     def trial(self, trial_id: int) -> Trial:
         """One trial by id (``TrialNotFoundError`` if unknown)."""
@@ -527,3 +588,32 @@ def load_study(name: str, storage: str | Storage | None) -> Study:
         raise AboError(f"name: expected a study name (a string), got {name!r}", field="name")
     store = open_storage(storage)
     return Study(store, store.load_study(name))
+
+
+def _check_reference(
+    reference: Mapping[str, float], objectives: Sequence[Objective]
+) -> dict[str, float]:
+    """A reference point by objective name, checked (``AboError`` naming the field)."""
+    if not isinstance(reference, Mapping):
+        raise AboError(
+            "reference_point: expected a value per objective by name "
+            f"({', '.join(o.name for o in objectives)}), got {type(reference).__name__}",
+            field="reference_point",
+        )
+    names = {o.name for o in objectives}
+    unknown = sorted(set(map(str, reference)) - names)
+    if unknown:
+        raise AboError(
+            f"reference_point.{unknown[0]}: not an objective of this study "
+            f"({', '.join(o.name for o in objectives)})",
+            field=f"reference_point.{unknown[0]}",
+        )
+    out = {}
+    for o in objectives:
+        if o.name not in reference:
+            raise AboError(
+                f"reference_point.{o.name}: missing (every objective needs a value)",
+                field=f"reference_point.{o.name}",
+            )
+        out[o.name] = check_number(reference[o.name], f"reference_point.{o.name}")
+    return out

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from abo.outcomes import Objective
 from abo.spec import StudySpec
 from abo.storage import Storage, StudyRecord
 from abo.trial import Trial, TrialState
@@ -33,6 +34,45 @@ def best_trial(trials: Sequence[Trial], spec: StudySpec) -> Trial | None:
     if not done:
         return None
     return max(done, key=lambda t: (objective.sign * t.values[objective.name], -t.id))
+
+
+def _told(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
+    """Done trials with a finite value for every objective."""
+    names = [o.name for o in objectives]
+    return [
+        t
+        for t in trials
+        if t.state is TrialState.DONE
+        and all(
+            isinstance(t.values.get(n), int | float) and math.isfinite(t.values[n]) for n in names
+        )
+    ]
+
+
+def utilities(trials: Sequence[Trial], objectives: Sequence[Objective]) -> Any:
+    """``n x m`` utilities (larger is better) of the trials' objective values, as a tensor."""
+    import torch
+
+    rows = [[o.sign * float(t.values[o.name]) for o in objectives] for t in trials]
+    return torch.tensor(rows, dtype=torch.double).reshape(-1, len(objectives))
+
+
+def pareto_trials(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
+    """The done trials no other done trial beats in every objective (the Pareto front), in
+    id order; for one objective, the best trial (ties: the earliest; none before a result)."""
+    told = sorted(_told(trials, objectives), key=lambda t: t.id)
+    if len(objectives) == 1:
+        o = objectives[0]
+        return [max(told, key=lambda t: (o.sign * t.values[o.name], -t.id))] if told else []
+    from abo.pareto import pareto_mask
+
+    mask = pareto_mask(utilities(told, objectives)).tolist()
+    return [t for t, keep in zip(told, mask, strict=True) if keep]
+
+
+def in_completion_order(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
+    """The done trials with every objective told, in the order their results arrived."""
+    return sorted(_told(trials, objectives), key=lambda t: (t.finished_at or 0.0, t.id))
 
 
 def clean(obj: Any, depth: int = 0) -> Any:

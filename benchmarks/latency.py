@@ -169,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
     import abo
     from benchmarks.gp_vs_optuna import machine
 
-    strategies = args.strategies or list(abo.strategies())
+    strategies = args.strategies or list(abo.strategies(objectives=1))
     for name in strategies:
         if name not in (DEFAULT, OPTUNA):
             abo.registry.check_strategy(name)

@@ -117,7 +117,7 @@ def all_methods() -> dict[str, MethodSpec]:
     """Name -> spec for every abo strategy and every baseline."""
     import abo
 
-    specs = {name: MethodSpec(name, _abo(name)) for name in abo.strategies()}
+    specs = {name: MethodSpec(name, _abo(name)) for name in abo.strategies(objectives=1)}
     specs["seq-logei"] = MethodSpec("seq-logei", _abo("believer"), sequential=True)
     specs["sync-qlognei"] = MethodSpec(
         "sync-qlognei", _abo("qlognei", AboBatchMethod, fixed={"joint": True}), synchronous=True

@@ -71,7 +71,9 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch intra-op threads (default: torch's)"
     )
-    parser.add_argument("--strategies", nargs="+", default=STRATEGIES, choices=list(strategies()))
+    parser.add_argument(
+        "--strategies", nargs="+", default=STRATEGIES, choices=list(strategies(objectives=1))
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.threads:

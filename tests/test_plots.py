@@ -156,3 +156,45 @@ def test_parallel_end_labels_never_overlap(which: str) -> None:
             assert {"-1.23e+06", "7.65e+06", "1.23e-07", "0.123", "0", "0.5"} <= shown
     finally:
         plt.close(fig)
+
+
+def _scored(i: int, loss: float, cost: float) -> Trial:
+    return Trial(id=i, study="s", params={}, state=TrialState.DONE, values={"loss": loss, "cost": cost},
+                 created_at=float(i), finished_at=float(10 - i))  # fmt: skip
+
+
+def test_pareto_rings_exactly_the_front_in_every_pair_of_objectives(tmp_path: Path) -> None:
+    from abo.outcomes import Objective
+
+    two = [Objective("loss", "minimize"), Objective("cost", "maximize")]
+    trials = [
+        _scored(1, 1.0, 1.0),
+        _scored(2, 2.0, 3.0),
+        _scored(3, 2.5, 2.0),
+        _scored(4, 0.5, 0.2),
+    ]
+    fig = plots.pareto_figure(trials, two, title="t")
+    (ax, *_) = fig.axes
+    done, ringed = ax.collections[:2]
+    assert len(done.get_offsets()) == 4
+    # trial 3 (loss 2.5, cost 2.0) is beaten by trial 2 in both objectives: not ringed
+    assert sorted(map(tuple, ringed.get_offsets().tolist())) == [(0.5, 0.2), (1.0, 1.0), (2.0, 3.0)]
+    # coloured by completion order: trial 4 finished first
+    assert list(done.get_array()) == [1, 2, 3, 4] and done.get_offsets()[0].tolist() == [0.5, 0.2]
+    plt.close(fig)
+    three = [*two, Objective("mem", "minimize")]
+    trials3 = [Trial(id=t.id, study="s", params={}, state=TrialState.DONE,
+                     values={**t.values, "mem": float(t.id)}, finished_at=t.finished_at)
+               for t in trials]  # fmt: skip
+    fig = plots.pareto_figure(trials3, three)
+    visible = [a for a in fig.axes if a.get_visible() and a.get_xlabel()]
+    assert {(a.get_xlabel().split()[0], a.get_ylabel().split()[0]) for a in visible} == {
+        ("loss", "cost"),
+        ("loss", "mem"),
+        ("cost", "mem"),
+    }
+    plt.close(fig)
+    out = plots.pareto(trials, two, tmp_path / "front.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="one objective"):
+        plots.pareto_figure(trials, two[:1])

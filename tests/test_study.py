@@ -749,12 +749,19 @@ def test_bad_outcome_values_name_the_outcome_and_change_nothing(told: Any, field
 
 def test_several_objectives_need_a_strategy_that_fits_and_have_no_single_best() -> None:
     outcomes = {"error": "minimize", "cost": "minimize"}
-    with pytest.raises(AboError, match="strategies for several objectives: random") as info:
-        abo.create_study(SPACE, outcomes=outcomes)  # qlognei models one objective
+    with pytest.raises(AboError) as info:
+        abo.create_study(SPACE, outcomes=outcomes, strategy="believer")
     assert info.value.field == "strategy"
-    s = abo.create_study(SPACE, outcomes=outcomes, strategy="random", seed=1)
+    assert str(info.value).startswith("strategy: 'believer' models one objective")
+    assert "strategies for several objectives: auto, qlognehvi, random" in str(info.value)
+    with pytest.raises(AboError) as info:
+        abo.create_study(SPACE, strategy="qlognehvi")
+    assert str(info.value).startswith("strategy: 'qlognehvi' is for several objectives")
+    assert "believer" in str(info.value) and "qlognehvi," not in str(info.value)
+    s = abo.create_study(SPACE, outcomes=outcomes, seed=1)  # the default fits both kinds
+    assert s.strategy == "auto"
     s.tell(s.ask().id, {"error": 0.1, "cost": 2.0})
-    with pytest.raises(AboError, match="best: this study has 2 objectives"):
+    with pytest.raises(AboError, match="best: this study has 2 objectives .* use best_trials"):
         _ = s.best
 
 

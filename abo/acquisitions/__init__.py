@@ -9,6 +9,7 @@ from abo.acquisitions import (  # noqa: F401 - registration side effects
     believer,
     local_penalization,
     portfolio,
+    qlognehvi,
     qlognei,
     random,
     thompson,

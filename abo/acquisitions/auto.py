@@ -29,6 +29,9 @@ time it proposes (its first call in a process, which also warms it up, only if e
 kept the pace) and decays while it rests, so it is tried again as evaluations slow down.
 Asks without a pace (ask/tell, ``lookahead=0``) never switch, and stay exactly reproducible.
 The member is recorded as the proposal's ``arm``.
+
+A study of several objectives is proposed for by ``qlognehvi`` on every ask (the one model
+strategy for several objectives so far; with or without a pace).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.believer import BelieverStrategy
+from abo.acquisitions.qlognehvi import QLogNEHVIStrategy
 from abo.acquisitions.qlognei import QLogNEIStrategy
 from abo.acquisitions.thompson import ThompsonStrategy
 
@@ -70,7 +74,8 @@ def exact_enough(model: Any) -> bool:
 
 @register_strategy(
     "auto", "abo's default: believer on exact observations, qlognei on noisy ones (cheaper "
-    "members when they cannot keep up with the workers)"
+    "members when they cannot keep up with the workers); qlognehvi for several objectives",
+    objectives="any",
 )  # fmt: skip
 class AutoStrategy:
     """``believer`` when the GP's noise is negligible, else ``qlognei``, and cheaper members
@@ -90,6 +95,9 @@ class AutoStrategy:
             mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts
         )
         self.thompson = ThompsonStrategy(raw_samples=raw_samples, num_restarts=num_restarts)
+        self.qlognehvi = QLogNEHVIStrategy(
+            mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts
+        )
         self.cost: dict[str, float] = {}  # measured seconds per point, by member (this process)
         self.calls: dict[str, int] = {}
 
@@ -111,8 +119,8 @@ class AutoStrategy:
         return self.thompson
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
-        if ctx.pace is None:  # no hurry: the exact member, reproducibly
-            member = self.member(ctx)
+        if ctx.Y.shape[-1] > 1 or ctx.pace is None:  # no hurry: the exact member, reproducibly
+            member = self.qlognehvi if ctx.Y.shape[-1] > 1 else self.member(ctx)
             inner = member.propose(ctx, n)
             infos = [{**info, "strategy": self.name, "arm": member.name} for info in inner.info]
             return Proposal(inner.X, infos)

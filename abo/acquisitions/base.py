@@ -30,7 +30,8 @@ class ProposalContext:
         model: the GP fitted on ``X``, ``Y`` (``None`` when there are too few observations).
         X: ``n x d`` completed points in the unit cube.
         Y: ``n x 1`` their utilities: **larger is better** (the sign is flipped for
-            minimisation), as BoTorch's acquisition functions assume.
+            minimisation), as BoTorch's acquisition functions assume; ``n x m`` in a study of
+            ``m`` objectives, one column per objective in the order declared.
         X_pending: ``m x d`` busy points: every running trial, on every call.
         bounds: ``2 x d`` bounds of the cube.
         generator: the only source of randomness a strategy may use directly; seeded from the
@@ -45,6 +46,8 @@ class ProposalContext:
         pace: seconds each point may take before a worker waits for it, when the caller runs
             asynchronously and says so (``optimize``'s automatic lookahead); ``None`` means no
             hurry, and a strategy must then propose the same points for the same data.
+        ref_point: ``m`` utilities, the hypervolume's reference point of a study of several
+            objectives (``abo.pareto.reference_point``); ``None`` for one objective.
     """
 
     model: Model | None
@@ -59,6 +62,7 @@ class ProposalContext:
     n_initial: int | None = None
     history: tuple[Mapping[str, Any], ...] = ()
     pace: float | None = None
+    ref_point: Tensor | None = None
 
     @property
     def dim(self) -> int:
@@ -109,23 +113,40 @@ class Strategy(Protocol):
 T = TypeVar("T")
 
 
+OBJECTIVE_KINDS = ("single", "multi", "any")
+"""What studies a strategy proposes for: one objective, several, or either."""
+
+
 @dataclass(frozen=True)
 class Registered:
-    """A strategy's factory (its class) and its one-line description."""
+    """A strategy's factory (its class), its one-line description and the studies it fits."""
 
     factory: Callable[..., Any]
     description: str
+    objectives: str = "single"
+
+    def fits(self, n_objectives: int) -> bool:
+        """Whether the strategy proposes for a study of ``n_objectives`` objectives."""
+        if self.objectives == "any":
+            return True
+        return (self.objectives == "multi") == (n_objectives > 1)
 
 
 REGISTRY: dict[str, Registered] = {}
 """Name -> strategy; ``abo.registry`` looks names up here (after loading the built-ins)."""
 
 
-def register_strategy(name: str, description: str) -> Callable[[T], T]:
-    """Class decorator: make a strategy buildable by ``name`` (also for third parties)."""
+def register_strategy(name: str, description: str, objectives: str = "single") -> Callable[[T], T]:
+    """Class decorator: make a strategy buildable by ``name`` (also for third parties).
+
+    ``objectives``: ``"single"`` (the default: ``ctx.Y`` has one column), ``"multi"`` (studies
+    of several objectives only) or ``"any"``.
+    """
+    if objectives not in OBJECTIVE_KINDS:
+        raise ValueError(f"objectives: expected one of {OBJECTIVE_KINDS}, got {objectives!r}")
 
     def wrap(factory: T) -> T:
-        REGISTRY[name] = Registered(factory, description)  # type: ignore[arg-type]
+        REGISTRY[name] = Registered(factory, description, objectives)  # type: ignore[arg-type]
         return factory
 
     return wrap

@@ -52,8 +52,13 @@ class OptimizerBudget:
 
 
 def incumbent(ctx: ProposalContext) -> Tensor:
-    """``1 x d``: the observed point with the best utility."""
-    return ctx.X[ctx.Y.squeeze(-1).argmax()].unsqueeze(0)
+    """``1 x d``: the observed point with the best utility; of several objectives, the one
+    whose worst standardised utility is best (a balanced point of the Pareto front)."""
+    Y = ctx.Y
+    if Y.shape[-1] > 1:
+        Z = (Y - Y.mean(dim=0)) / Y.std(dim=0).nan_to_num(1.0).clamp_min(1e-12)
+        return ctx.X[Z.min(dim=-1).values.argmax()].unsqueeze(0)
+    return ctx.X[Y.squeeze(-1).argmax()].unsqueeze(0)
 
 
 def maximize(

@@ -5,7 +5,9 @@ from __future__ import annotations
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 
 
-@register_strategy("random", "uniform random search: the baseline every model must beat")
+@register_strategy(
+    "random", "uniform random search: the baseline every model must beat", objectives="any"
+)
 class RandomStrategy:
     """Uniform random search (log-scaled parameters are uniform in their logarithm)."""
 

@@ -268,6 +268,32 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
         trial = state.call(name, created, lambda st: st.best, retry=True)
         return s.BestOut(trial=trial_out(trial) if trial is not None else None)
 
+    @r.get("/studies/{name}/best_trials", response_model=s.BestTrialsOut, tags=["trials"])
+    def best_trials(name: StudyName, created: Created = None) -> s.BestTrialsOut:
+        """The Pareto front of done trials (for one objective, the best trial), in id order."""
+        trials = state.call(name, created, lambda st: st.best_trials, retry=True)
+        return s.BestTrialsOut(trials=[trial_out(t) for t in trials])
+
+    @r.get("/studies/{name}/reference_point", response_model=s.ReferencePointOut, tags=["trials"])
+    def reference_point(name: StudyName, created: Created = None) -> s.ReferencePointOut:
+        """The default reference point of the hypervolume (several objectives only)."""
+        ref = state.call(name, created, lambda st: st.reference_point(), retry=True)
+        return s.ReferencePointOut(reference_point=ref)
+
+    @r.post("/studies/{name}/hypervolume", response_model=s.HypervolumeOut, tags=["trials"])
+    def hypervolume(
+        name: StudyName, body: s.HypervolumeRequest, created: Created = None
+    ) -> s.HypervolumeOut:
+        """The volume the done trials dominate, bounded by the reference point (several
+        objectives only); reads the study, changes nothing."""
+
+        def measure(st: Any) -> s.HypervolumeOut:
+            ref = body.reference_point
+            ref = st.reference_point() if ref is None else ref
+            return s.HypervolumeOut(hypervolume=st.hypervolume(ref), reference_point=ref)
+
+        return state.call(name, created, measure, retry=True)
+
     @r.get("/studies/{name}/trials/{trial_id}", response_model=s.TrialOut, tags=["trials"])
     def get_trial(name: StudyName, trial_id: TrialId, created: Created = None) -> s.TrialOut:
         """One trial by id."""

@@ -312,6 +312,22 @@ class RemoteStudy:
         data = self._call("GET", "/best")["trial"]
         return _trial(data) if data is not None else None
 
+    @property
+    def best_trials(self) -> list[Trial]:
+        """The Pareto front of done trials (for one objective, the best trial), in id order."""
+        return [_trial(t) for t in self._call("GET", "/best_trials")["trials"]]
+
+    def reference_point(self) -> dict[str, float]:
+        """The default reference point of ``hypervolume``, in each objective's units."""
+        return dict(self._call("GET", "/reference_point")["reference_point"])
+
+    def hypervolume(self, reference_point: Mapping[str, float] | None = None) -> float:
+        """The volume the done trials dominate, bounded by ``reference_point`` (by objective
+        name; default: ``reference_point()``)."""
+        ref = dict(reference_point) if isinstance(reference_point, Mapping) else reference_point
+        body = {"reference_point": ref}
+        return float(self._call("POST", "/hypervolume", body)["hypervolume"])
+
     def trial(self, trial_id: int) -> Trial:
         """One trial by id."""
         return _trial(self._call("GET", f"/trials/{int(trial_id)}"))

@@ -90,6 +90,7 @@ class Kind(StrEnum):
     convergence = "convergence"
     timeline = "timeline"
     parallel = "parallel"
+    pareto = "pareto"
 
 
 STUDY_HELP = (
@@ -141,6 +142,16 @@ class _StoredStudy:
                 "is best"
             )
         return _best(self.trials, self.record.spec)
+
+    @property
+    def spec(self) -> Any:
+        return self.record.spec
+
+    @property
+    def best_trials(self) -> list[Trial]:
+        from abo.summary import pareto_trials  # BoTorch's Pareto utilities: several objectives
+
+        return pareto_trials(self.trials, self.record.spec.objectives)
 
     def __len__(self) -> int:
         return self.store.count(self.record)
@@ -444,9 +455,18 @@ def best(
     token: TokenOpt = None,
     format: FormatOpt = Format.table,
 ) -> None:
-    """Show the best done trial of a study (exit code 1 when there is none yet)."""
+    """Show the best done trial of a study; of a study of several objectives, its Pareto front
+    (the done trials no other beats in every objective). Exit code 1 when none is done yet."""
     source, name = _target(study, storage, url, token)
     found = _run(lambda: source.study(name))
+    if len(found.spec.objectives) > 1:
+        front = _run(lambda: found.best_trials)
+        if not front:
+            print_error(f"name: study {name!r} has no done trial yet")
+            raise typer.Exit(1)
+        title = f"Pareto front of {name} ({len(front)} trials)"
+        _emit([_trial_row(t) for t in front], format, title, [t.to_dict() for t in front])
+        return
     trial = _run(lambda: found.best)
     if trial is None:
         print_error(f"name: study {name!r} has no done trial yet")
@@ -456,15 +476,16 @@ def best(
 
 def plot(
     study: StudyArg,
-    kind: Annotated[Kind, typer.Option(help="convergence, timeline or parallel.")] = (
-        Kind.convergence
-    ),
+    kind: Annotated[
+        Kind, typer.Option(help="convergence, timeline, parallel or pareto (several objectives).")
+    ] = Kind.convergence,
     out: Annotated[Path | None, typer.Option(help="PNG file (default NAME-KIND.png).")] = None,
     storage: StorageOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Write a PNG: best-so-far convergence, per-worker timeline, or parallel coordinates."""
+    """Write a PNG: best-so-far convergence, per-worker timeline, parallel coordinates, or
+    the Pareto front of a study of several objectives."""
     if out is not None and out.suffix.lower() != ".png":
         raise typer.BadParameter(f"expected a .png file, got {str(out)!r}", param_hint="--out")
     source, name = _target(study, storage, url, token)
@@ -473,7 +494,22 @@ def plot(
     path = out or Path(f"{name}-{kind.value}.png")
     from abo import plots
 
-    if kind is Kind.convergence:
+    objectives = found.spec.objectives
+    if kind is Kind.pareto and len(objectives) < 2:
+        print_error(
+            f"kind: pareto plots a study of several objectives; {name!r} has one "
+            "(plot its convergence)"
+        )
+        raise typer.Exit(2)
+    if kind is not Kind.pareto and kind is not Kind.timeline and len(objectives) > 1:
+        print_error(
+            f"kind: {kind.value} plots one objective; {name!r} has {len(objectives)} "
+            "(plot its pareto front or timeline)"
+        )
+        raise typer.Exit(2)
+    if kind is Kind.pareto:
+        plots.pareto(listed, objectives, path, title=name)
+    elif kind is Kind.convergence:
         plots.convergence(listed, found.direction, path, title=name)
     elif kind is Kind.timeline:
         plots.timeline(listed, path, title=name)

@@ -252,6 +252,30 @@ class BestOut(BaseModel):
     trial: TrialOut | None = None
 
 
+class BestTrialsOut(BaseModel):
+    """The Pareto front of done trials (for one objective, the best trial), in id order."""
+
+    trials: list[TrialOut]
+
+
+class ReferencePointOut(BaseModel):
+    """The default reference point of the hypervolume, in each objective's units."""
+
+    reference_point: dict[str, float]
+
+
+class HypervolumeRequest(BaseModel):
+    """A reference point by objective name; ``null``: the study's default."""
+
+    model_config = ConfigDict(extra="forbid")
+    reference_point: dict[str, Any] | None = None
+
+
+class HypervolumeOut(BaseModel):
+    hypervolume: float
+    reference_point: dict[str, float]
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(description="Machine-readable, e.g. `invalid_value`, `trial_not_found`.")
     message: str

@@ -118,9 +118,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--async-workers", type=int, default=4, help="for the last table")
     parser.add_argument("--n-initial", type=int, default=8, help="Sobol points before the model")
     args = parser.parse_args(argv)
-    unknown = sorted({m.removesuffix("+penalty") for m in args.methods} - set(abo.strategies()))
+    unknown = sorted(
+        {m.removesuffix("+penalty") for m in args.methods} - set(abo.strategies(objectives=1))
+    )
     if unknown:
-        parser.error(f"--methods: unknown {unknown} (known: {', '.join(abo.strategies())})")
+        parser.error(
+            f"--methods: unknown {unknown} (known: {', '.join(abo.strategies(objectives=1))})"
+        )
 
     for module in (trainer, tune):  # Dask workers cannot import this folder's modules
         cloudpickle.register_pickle_by_value(module)

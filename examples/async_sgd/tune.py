@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--workers", type=int, default=2, help="Dask worker processes")
     parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--strategy", default="qlognei", choices=sorted(abo.strategies()))
+    parser.add_argument(
+        "--strategy", default="qlognei", choices=sorted(abo.strategies(objectives=1))
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--storage", default=None, help="e.g. sqlite:///async_sgd.db")
     parser.add_argument(

@@ -190,3 +190,41 @@ def test_delete_study_from_the_client(client: Client, study_name: str) -> None:
         held.tell(t.id, 1.0)
     with pytest.raises(abo.StudyNotFoundError):
         client.delete_study(study_name)
+
+
+def test_a_study_of_two_objectives_over_http_has_a_front_and_a_hypervolume(
+    client: Client, study_name: str
+) -> None:
+    outcomes = {"loss": "minimize", "cost": "minimize"}
+    study = client.create_study(SPACE, name=study_name, outcomes=outcomes, seed=3)
+    assert study.strategy == "auto"
+    with pytest.raises(abo.AboError, match="reference_point: no trial is done yet"):
+        study.hypervolume()
+    running = study.ask_batch(2, n_workers=2)
+    for _ in range(10):  # two in flight, the oldest told first
+        trial = running.pop(0)
+        x = trial.params["x"]
+        study.tell(trial.id, {"loss": (x - 0.2) ** 2 + trial.params["lr"], "cost": abs(x + 1)})
+        running.append(study.ask(n_workers=2))
+    modelled = [t for t in study.trials if t.proposal and t.proposal.arm == "qlognehvi"]
+    assert modelled  # the default proposes by hypervolume on the service too
+    done = [t for t in study.trials if t.state is abo.TrialState.DONE]
+
+    def beaten(a: abo.Trial) -> bool:
+        return any(
+            all(o.values[k] <= a.values[k] for k in outcomes)
+            and any(o.values[k] < a.values[k] for k in outcomes)
+            for o in done
+        )
+
+    assert [t.id for t in study.best_trials] == [t.id for t in done if not beaten(t)]
+    ref = study.reference_point()
+    assert set(ref) == set(outcomes)
+    hv = study.hypervolume()
+    assert hv > 0 and study.hypervolume(ref) == pytest.approx(hv)
+    assert study.hypervolume({"loss": ref["loss"] + 1, "cost": ref["cost"] + 1}) > hv
+    with pytest.raises(abo.AboError) as err:
+        study.hypervolume({"loss": 1.0})
+    assert err.value.field == "reference_point.cost"
+    with pytest.raises(abo.AboError, match="use best_trials"):
+        _ = study.best

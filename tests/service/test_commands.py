@@ -90,9 +90,50 @@ def test_best_and_missing_study(where) -> None:
     assert missing.exit_code == 1 and "nope" in missing.output
 
 
+@pytest.mark.parametrize("source", ["storage", "service"])
+def test_best_of_two_objectives_is_the_pareto_front(
+    source: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    outcomes = {"loss": "minimize", "cost": "maximize"}
+    name = f"front-{source}"
+    if source == "storage":
+        url = f"sqlite:///{tmp_path / 'front.db'}"
+        opts = ["--storage", url]
+        study = abo.create_study(SPACE, name=name, storage=url, outcomes=outcomes, seed=0)
+    else:
+        server: Server = request.getfixturevalue("server")
+        from abo.service import Client
+
+        opts = ["--url", server.url]
+        study = Client(server.url).create_study(SPACE, name, outcomes=outcomes, seed=0)
+    empty = runner.invoke(app, ["best", name, *opts])
+    assert empty.exit_code == 1 and "no done trial" in empty.output
+    # loss grows with x and cost with x too: a trade-off, except for the dominated (x, x + 1)
+    told = {}
+    for t in study.ask_batch(6, n_workers=6):
+        x = t.params["x"]
+        told[t.id] = {"loss": x, "cost": x} if t.id != 6 else {"loss": x + 1, "cost": x}
+        study.tell(t.id, told[t.id])
+    front = json.loads(_ok(["best", name, *opts, "--format", "json"]))
+    assert sorted(t["id"] for t in front) == [1, 2, 3, 4, 5]  # the sixth is dominated
+    assert all(t["values"] == told[t["id"]] for t in front)
+    rows = list(csv.DictReader(io.StringIO(_ok(["best", name, *opts, "--format", "csv"]))))
+    assert [int(r["id"]) for r in rows] == [1, 2, 3, 4, 5]
+    assert {"values.loss", "values.cost"} <= set(rows[0])
+    assert "Pareto front" in _ok(["best", name, *opts])
+    png = tmp_path / "front.png"
+    assert _ok(["plot", name, *opts, "--kind", "pareto", "--out", str(png)]).strip() == str(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    wrong = runner.invoke(app, ["plot", name, *opts, "--kind", "convergence"])
+    assert wrong.exit_code == 2 and "pareto" in wrong.output
+
+
 @pytest.mark.parametrize("kind", ["convergence", "timeline", "parallel"])
 def test_plot_writes_a_png(where, kind: str, tmp_path: Path) -> None:
     opts, _ = where
+    if kind == "convergence":  # one objective: no front to plot
+        single = runner.invoke(app, ["plot", "cli", *opts, "--kind", "pareto"])
+        assert single.exit_code == 2 and "several objectives" in single.output
     out = tmp_path / f"{kind}.png"
     assert _ok(["plot", "cli", *opts, "--kind", kind, "--out", str(out)]).strip() == str(out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000

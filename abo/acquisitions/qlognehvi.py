@@ -1,0 +1,83 @@
+"""``qlognehvi``: BoTorch's qLogNoisyExpectedHypervolumeImprovement, busy points as ``X_pending``.
+
+For a study of several objectives, with one GP per objective (a ``ModelListGP``). The
+acquisition is the expected improvement of the Pareto front's hypervolume (over the study's
+reference point, ``ctx.ref_point``), integrated over the noisy observations and over the busy
+points' unknown outcomes: BoTorch adds ``X_pending`` to the baseline and samples them jointly
+with the candidate, so a proposal never counts the improvement a running trial is about to
+bring. Several points at once are chosen greedily, each joining ``X_pending`` before the next.
+"""
+
+from __future__ import annotations
+
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition.multi_objective.logei import (
+    qLogNoisyExpectedHypervolumeImprovement,
+)
+from botorch.sampling import SobolQMCNormalSampler
+from torch import Tensor
+
+from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
+from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
+from abo.acquisitions.quiet import quiet_proposal
+from abo.acquisitions.seeded import seeded_maximize
+from abo.pareto import reference_point
+
+
+@register_strategy(
+    "qlognehvi",
+    "qLogNoisyExpectedHypervolumeImprovement with busy points as X_pending (several objectives)",
+    objectives="multi",
+)
+class QLogNEHVIStrategy:
+    """Expected hypervolume improvement integrated over the busy points' outcomes.
+
+    Args:
+        mc_samples: quasi-MC samples of the joint posterior.
+        raw_samples, num_restarts: acquisition optimiser budget per point.
+    """
+
+    name = "qlognehvi"
+    needs_model = True
+
+    def __init__(self, mc_samples: int = 128, raw_samples: int = 512, num_restarts: int = 6):
+        if isinstance(mc_samples, bool) or not isinstance(mc_samples, int) or mc_samples < 1:
+            raise ValueError(f"mc_samples: expected a positive integer, got {mc_samples!r}")
+        self.mc_samples = mc_samples
+        self.budget = OptimizerBudget(raw_samples=raw_samples, num_restarts=num_restarts)
+
+    def acquisition(
+        self, ctx: ProposalContext, ref: Tensor, pending: Tensor
+    ) -> AcquisitionFunction:
+        """qLogNEHVI over the observed points, with ``pending`` as ``X_pending``."""
+        assert ctx.model is not None
+        return qLogNoisyExpectedHypervolumeImprovement(
+            model=ctx.model,
+            ref_point=ref.tolist(),
+            X_baseline=ctx.X,
+            X_pending=pending if pending.shape[0] else None,
+            sampler=SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=ctx.seed()),
+            prune_baseline=True,
+        )
+
+    @quiet_proposal
+    def propose(self, ctx: ProposalContext, n: int) -> Proposal:
+        assert ctx.model is not None
+        if ctx.Y.shape[-1] < 2:
+            raise ValueError("qlognehvi: proposes for several objectives; ctx.Y has one column")
+        ref = ctx.ref_point
+        if ref is None:
+            ref = reference_point(ctx.Y, ctx.n_initial or ctx.Y.shape[0])
+        ref = ref.to(torch.double)
+        proposal = greedy_batch(
+            ctx,
+            n,
+            self.name,
+            lambda busy: self.acquisition(ctx, ref, busy),
+            seeded_maximize,
+            self.budget,
+        )
+        for info in proposal.info:
+            info["ref_point"] = [round(float(v), 6) for v in ref]
+        return proposal
