@@ -333,6 +333,8 @@ def run(
     lines = [f"results in: {storage_label(storage)}"]
     if storage is not None:
         lines.append("see them with: " + _command("abo", "trials", file))
+        if result.front is not None:
+            lines.append("the Pareto front: " + _command("abo", "best", file))
     if done_after < n_trials and storage is not None:
         lines.append("resume with: " + _command("abo", "run", file, "--resume", study.name))
     for line in lines:

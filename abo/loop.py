@@ -126,6 +126,7 @@ class OptimizeResult:
     stopped: str | None = None
     trial_ids: list[int] = field(default_factory=list)
     max_queued: int = 0  # the most evaluations queued at the executor beyond the workers
+    front: list[Trial] | None = None  # a study of several objectives: its Pareto front
 
     @property
     def utilization(self) -> float:
@@ -140,11 +141,12 @@ class OptimizeResult:
             if self.best is None or self.best.value is None
             else f"{self.best.value:.6g} (trial {self.best.id})"
         )
+        best = f"best {best}" if self.front is None else f"Pareto front of {len(self.front)}"
         stopped = f" (stopped: {self.stopped})" if self.stopped else ""
         return (
             f"{self.n_done} done, {self.n_failed} failed, {self.n_lost} lost in "
             f"{self.elapsed:.1f} s on {self.n_workers} workers; utilization "
-            f"{self.utilization:.2f}; best {best}{stopped}"
+            f"{self.utilization:.2f}; {best}{stopped}"
         )
 
 
@@ -636,7 +638,9 @@ def run(
         if own:
             executor.close()
     result.stopped = stop.reason
-    result.best = study.best if study.direction != "multi" else None  # no single best
+    several = study.direction == "multi"
+    result.best = study.best if not several else None  # no single best
+    result.front = study.best_trials if several else None
     log.info("%s", result.summary())
     if stop.reason == "failure rate" and guard is not None:
         exc = FailureRateExceeded(

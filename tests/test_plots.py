@@ -159,7 +159,8 @@ def test_parallel_end_labels_never_overlap(which: str) -> None:
 
 
 def _scored(i: int, loss: float, cost: float) -> Trial:
-    return Trial(id=i, study="s", params={}, state=TrialState.DONE, values={"loss": loss, "cost": cost},
+    values = {"loss": loss, "cost": cost}
+    return Trial(id=i, study="s", params={}, state=TrialState.DONE, values=values,
                  created_at=float(i), finished_at=float(10 - i))  # fmt: skip
 
 

@@ -57,3 +57,20 @@ def test_one_objective_and_bad_options_are_refused(front) -> None:
         make_strategy("qlognehvi", **CHEAP).propose(make_ctx(model.models[0], X, U[:, :1]), 1)
     with pytest.raises(Exception, match="mc_samples"):
         make_strategy("qlognehvi", mc_samples=0)
+
+
+def test_the_baseline_is_whole_front_layers_of_the_observed_utilities() -> None:
+    from abo.acquisitions.qlognehvi import front_layers
+    from abo.pareto import pareto_mask
+
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(300, 3, generator=gen, dtype=torch.double)
+    Y = torch.rand(300, 2, generator=gen, dtype=torch.double)
+    kept = front_layers(X, Y, k=40)
+    rows = [int((X == row).all(-1).nonzero()) for row in kept]
+    assert rows == sorted(rows) and 40 <= len(rows) < 100  # whole layers, in the original order
+    front = set(pareto_mask(Y).nonzero().squeeze(-1).tolist())
+    assert front < set(rows)  # the front, and more layers behind it
+    for j in set(range(300)) - set(rows):  # whatever was left out is beaten by a kept point
+        assert any(bool((Y[i] >= Y[j]).all() and (Y[i] > Y[j]).any()) for i in rows), j
+    assert torch.equal(front_layers(X[:30], Y[:30], k=40), X[:30])  # small studies: all

@@ -134,7 +134,7 @@ def test_latency_times_asks_and_caps_slow_sizes(capsys: pytest.CaptureFixture[st
     for name in ("default", "optuna-gp"):  # a study with no options; Optuna on the same data
         times, capped = measure(name, 20, repeats=2, seed=0, cap=60.0)
         assert len(times) == 2 and not capped and all(0 < t < 30 for t in times), name
-    times, capped = measure("qlognei", 100, repeats=50, seed=0, cap=0.5)
+    times, capped = measure("believer", 100, repeats=50, seed=0, cap=0.5)
     assert capped and len(times) < 50  # cut off after half a second of asking
     options = {"refit": "background", "max_staleness": 5}
     times, capped = measure("thompson", 20, repeats=3, seed=0, cap=60.0, options=options)
