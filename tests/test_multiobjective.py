@@ -1,10 +1,9 @@
 """Studies of several objectives: the Pareto front, the hypervolume and its reference point,
-and pending-aware proposals by the default strategy, over a real SQLite file."""
+and pending-aware proposals by the default strategy, over a real SQLite file and PostgreSQL."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
@@ -127,19 +126,18 @@ def test_hypervolume_grows_and_checks_its_reference_point(told) -> None:
     assert fresh.best_trials == []
 
 
-def test_same_seed_and_order_of_tells_give_the_same_proposals(tmp_path: Path) -> None:
+def test_same_seed_and_order_of_tells_give_the_same_proposals_in_postgresql(pg_url: str) -> None:
     a = abo.create_study(SPACE, outcomes=OUTCOMES, seed=11, strategy_options={"raw_samples": 64})
     b = abo.create_study(
-        SPACE,
-        outcomes=OUTCOMES,
-        seed=11,
-        strategy_options={"raw_samples": 64},
-        storage=f"sqlite:///{tmp_path / 'b.db'}",
+        SPACE, outcomes=OUTCOMES, seed=11, strategy_options={"raw_samples": 64}, storage=pg_url
     )
     pa = [t.params for t in run(a, 7)]
     pb = [t.params for t in run(b, 7)]
     assert pa == pb
     assert a.trials[-1].proposal.arm == "qlognehvi"
+    stored = abo.load_study(b.name, storage=pg_url)
+    assert [t.id for t in stored.best_trials] == [t.id for t in a.best_trials]
+    assert stored.hypervolume() == pytest.approx(a.hypervolume())
 
 
 @pytest.mark.slow
