@@ -12,7 +12,7 @@ from strategy_helpers import make_ctx
 from abo.registry import make_strategy
 from abo.surrogate import fit_gp
 
-CHEAP = {"raw_samples": 64, "num_restarts": 2, "mc_samples": 64}
+CHEAP = {"raw_samples": 32, "num_restarts": 2, "mc_samples": 32}
 
 
 @pytest.fixture(scope="module")
