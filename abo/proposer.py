@@ -38,12 +38,11 @@ from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
 from abo.exceptions import AboWarning, StrategyError, SurrogateFitError
-from abo.pareto import reference_point
 from abo.refit import ModelManager, data_key
 from abo.registry import make_strategy
 from abo.space import ParamValue
 from abo.spec import StudySpec
-from abo.summary import in_completion_order, utilities
+from abo.summary import default_reference
 from abo.surrogate import FittedModel
 from abo.trial import ModelRecord, ProposalRecord, Trial, TrialState
 from abo.warping import warp
@@ -141,11 +140,7 @@ class Proposer:
         done trials in completion order), ``None`` for one objective or before any result."""
         if not self.multi:
             return None
-        done = in_completion_order(trials, self.spec.objectives)
-        if not done:
-            return None
-        U = utilities(done, self.spec.objectives)
-        return reference_point(U, self.spec.resolved_n_initial)
+        return default_reference(trials, self.spec.objectives, self.spec.resolved_n_initial)
 
     # -- proposing ----------------------------------------------------------------------------
     def propose(

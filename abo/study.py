@@ -34,7 +34,13 @@ from abo.proposer import Proposer
 from abo.space import Space
 from abo.spec import DEFAULT_STRATEGY, StudySpec
 from abo.storage import QueuedPoint, Storage, StudyRecord, open_storage
-from abo.summary import best_trial, in_completion_order, pareto_trials, utilities
+from abo.summary import (
+    best_trial,
+    default_reference,
+    in_completion_order,
+    pareto_trials,
+    utilities,
+)
 from abo.threads import torch_threads
 from abo.trial import ProposalRecord, Trial, TrialState
 
@@ -190,9 +196,7 @@ class Study:
     def best_trials(self) -> list[Trial]:
         """The done trials no other done trial beats in every objective: the Pareto front, in
         id order. For a study of one objective, the best trial (empty before any result)."""
-        return pareto_trials(
-            self._storage.trials(self._record, [TrialState.DONE]), self.spec.objectives
-        )
+        return pareto_trials(self._done(), self.spec.objectives)
 
     def reference_point(self) -> dict[str, float]:
         """The default reference point of ``hypervolume``, in each objective's units.
@@ -206,12 +210,7 @@ class Study:
             AboError: the study has one objective, or no result yet.
         """
         objectives = self._several("reference_point")
-        done = in_completion_order(
-            self._storage.trials(self._record, [TrialState.DONE]), objectives
-        )
-        if not done:
-            raise AboError("reference_point: no trial is done yet", field="reference_point")
-        ref = pareto.reference_point(utilities(done, objectives), self.spec.resolved_n_initial)
+        ref = self._reference(self._done(), objectives)
         return {o.name: o.sign * float(r) for o, r in zip(objectives, ref, strict=True)}
 
     def hypervolume(self, reference_point: Mapping[str, float] | None = None) -> float:
@@ -224,17 +223,26 @@ class Study:
                 point that misses an objective, names an unknown one or is not finite.
         """
         objectives = self._several("hypervolume")
+        done = self._done()
         if reference_point is None:
-            ref_values = self.reference_point()
+            ref = self._reference(done, objectives)
         else:
-            ref_values = _check_reference(reference_point, objectives)
-        done = in_completion_order(
-            self._storage.trials(self._record, [TrialState.DONE]), objectives
-        )
-        import torch
+            values = _check_reference(reference_point, objectives)
+            import torch
 
-        ref = torch.tensor([o.sign * ref_values[o.name] for o in objectives], dtype=torch.double)
-        return pareto.hypervolume(utilities(done, objectives), ref)
+            ref = torch.tensor([o.sign * values[o.name] for o in objectives], dtype=torch.double)
+        told = in_completion_order(done, objectives)
+        return pareto.hypervolume(utilities(told, objectives), ref)
+
+    def _done(self) -> list[Trial]:
+        return self._storage.trials(self._record, [TrialState.DONE])
+
+    def _reference(self, done: list[Trial], objectives: tuple[Objective, ...]) -> Any:
+        """The default reference point in utilities; ``AboError`` before any result."""
+        ref = default_reference(done, objectives, self.spec.resolved_n_initial)
+        if ref is None:
+            raise AboError("reference_point: no trial is done yet", field="reference_point")
+        return ref
 
     def _several(self, what: str) -> tuple[Objective, ...]:
         """The study's objectives; ``AboError`` naming ``what`` for a study of one."""

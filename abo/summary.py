@@ -23,17 +23,8 @@ def best_trial(trials: Sequence[Trial], spec: StudySpec) -> Trial | None:
     objectives = spec.objectives
     if len(objectives) != 1:
         return None
-    objective = objectives[0]
-    done = [
-        t
-        for t in trials
-        if t.state is TrialState.DONE
-        and isinstance(t.values.get(objective.name), int | float)
-        and math.isfinite(t.values[objective.name])
-    ]
-    if not done:
-        return None
-    return max(done, key=lambda t: (objective.sign * t.values[objective.name], -t.id))
+    best = pareto_trials(trials, objectives)
+    return best[0] if best else None
 
 
 def _told(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
@@ -73,6 +64,17 @@ def pareto_trials(trials: Sequence[Trial], objectives: Sequence[Objective]) -> l
 def in_completion_order(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
     """The done trials with every objective told, in the order their results arrived."""
     return sorted(_told(trials, objectives), key=lambda t: (t.finished_at or 0.0, t.id))
+
+
+def default_reference(
+    trials: Sequence[Trial], objectives: Sequence[Objective], n_initial: int
+) -> Any:
+    """The hypervolume's default reference point in utilities (``abo.pareto``'s rule over the
+    done trials in completion order), ``None`` before any result."""
+    from abo.pareto import reference_point
+
+    done = in_completion_order(trials, objectives)
+    return reference_point(utilities(done, objectives), n_initial) if done else None
 
 
 def clean(obj: Any, depth: int = 0) -> Any:

@@ -105,6 +105,8 @@ class AutoStrategy:
         """The member that proposes next for ``ctx`` (see the module); ``probe``: whether a
         member not yet measured in this process may be tried (once per ask)."""
         assert ctx.model is not None
+        if ctx.Y.shape[-1] > 1:
+            return self.qlognehvi
         exact: Any = self.believer if exact_enough(ctx.model) else self.qlognei
         if ctx.pace is None:
             return exact
@@ -119,8 +121,8 @@ class AutoStrategy:
         return self.thompson
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
-        if ctx.Y.shape[-1] > 1 or ctx.pace is None:  # no hurry: the exact member, reproducibly
-            member = self.qlognehvi if ctx.Y.shape[-1] > 1 else self.member(ctx)
+        if ctx.pace is None or ctx.Y.shape[-1] > 1:  # the exact member, reproducibly
+            member = self.member(ctx)
             inner = member.propose(ctx, n)
             infos = [{**info, "strategy": self.name, "arm": member.name} for info in inner.info]
             return Proposal(inner.X, infos)
