@@ -18,6 +18,8 @@ import torch
 from botorch.models.model import Model
 from torch import Tensor
 
+from abo.pareto import reference_point
+
 DUPLICATE_TOL = 1e-6
 """Points closer than this in the unit cube are the same point (one tolerance for abo)."""
 
@@ -84,6 +86,14 @@ class ProposalContext:
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             yield
+
+    def reference(self) -> Tensor:
+        """The hypervolume's reference point in utilities: ``ref_point``, or when the caller
+        gave none the study's rule on ``Y`` (``abo.pareto.reference_point``)."""
+        ref = self.ref_point
+        if ref is None:
+            ref = reference_point(self.Y, self.n_initial or self.Y.shape[0])
+        return ref.to(torch.double)
 
     def uniform(self, n: int) -> Tensor:
         """``n x d`` uniform points in the cube from ``generator``."""

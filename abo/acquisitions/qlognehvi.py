@@ -22,7 +22,7 @@ from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
-from abo.pareto import pareto_mask, reference_point
+from abo.pareto import pareto_mask
 
 MAX_BASELINE = 64
 """The most observed points qLogNEHVI's noisy front is sampled over (``front_layers``)."""
@@ -89,10 +89,7 @@ class QLogNEHVIStrategy:
         assert ctx.model is not None
         if ctx.Y.shape[-1] < 2:
             raise ValueError("qlognehvi: proposes for several objectives; ctx.Y has one column")
-        ref = ctx.ref_point
-        if ref is None:
-            ref = reference_point(ctx.Y, ctx.n_initial or ctx.Y.shape[0])
-        ref = ref.to(torch.double)
+        ref = ctx.reference()
         proposal = greedy_batch(
             ctx,
             n,

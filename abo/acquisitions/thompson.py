@@ -32,6 +32,7 @@ from torch.quasirandom import SobolEngine
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import OptimizerBudget, incumbent
 from abo.acquisitions.quiet import degraded, quiet_proposal, search_warnings
+from abo.acquisitions.thompson_pareto import pareto_sample_points
 
 
 def sobol_points(ctx: ProposalContext, n: int, seed: int) -> Tensor:
@@ -183,9 +184,17 @@ def replace_duplicates(
     return torch.cat(rows), replaced
 
 
-@register_strategy("thompson", "asynchronous Thompson sampling: maximise a fresh posterior path")
+@register_strategy(
+    "thompson",
+    "asynchronous Thompson sampling: maximise a fresh posterior path (of several objectives: "
+    "the sample's largest hypervolume improvement)",
+    objectives="any",
+)
 class ThompsonStrategy:
     """Asynchronous Thompson sampling: one independent posterior path per proposed point.
+
+    In a study of several objectives, one path per objective and the point where they add the
+    most hypervolume to their own front (``abo.acquisitions.thompson_pareto``).
 
     Args:
         raw_samples, num_restarts: optimiser budget per path (the raw samples are shared).
@@ -201,5 +210,8 @@ class ThompsonStrategy:
 
     @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
+        if ctx.Y.shape[-1] > 1:
+            proposal = pareto_sample_points(ctx, n, self.budget)
+            return Proposal(proposal.X, [{"strategy": self.name, **i} for i in proposal.info])
         X, infos = thompson_points(ctx, n, self.budget, self.n_candidates)
         return Proposal(X, [{"strategy": self.name, **info} for info in infos])
