@@ -140,3 +140,115 @@ def test_api_docs_render_offline_from_the_package(server: Server, tmp_path: Path
     assert f"{origin}/openapi.json" in requests
     assert not failed, failed
     assert httpx.get(f"{origin}/redoc").status_code == 404  # not vendored: dropped
+
+
+def _trade_off(p: dict) -> dict[str, float]:
+    """Two objectives that pull ``x`` apart: the error falls as the cost rises."""
+    return {"error": (p["x"] - 2.0) ** 2 + abs(p["n"] - 3) / 10, "cost": (p["x"] + 2.0) ** 2}
+
+
+def _dominated(a: dict, others: list[dict]) -> bool:
+    return any(
+        all(o[k] <= a[k] for k in a) and any(o[k] < a[k] for k in a) for o in others if o is not a
+    )
+
+
+@pytest.mark.slow
+def test_the_pareto_scatter_of_a_study_of_two_objectives_grows_as_results_arrive(
+    server: Server, api: httpx.Client, study_name: str, tmp_path: Path
+) -> None:
+    _chromium()
+    from playwright.sync_api import sync_playwright
+
+    outcomes = {"error": "minimize", "cost": "minimize"}
+    make_study(api, study_name, outcomes=outcomes)
+
+    def tell(n: int) -> list[dict]:
+        asked = api.post(f"/studies/{study_name}/ask", json={"count": n}).json()["trials"]
+        for t in asked:
+            r = api.post(
+                f"/studies/{study_name}/trials/{t['id']}/tell",
+                json={"value": _trade_off(t["params"])},
+            )
+            assert r.status_code == 200, r.text
+        return [{"id": t["id"], **_trade_off(t["params"])} for t in asked]
+
+    told = tell(6)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{server.url}/?interval=300#{study_name}")
+            _wait(page, "document.querySelector('#pareto').dataset.points === '6'")
+            assert page.locator("#convergence").is_hidden()
+            panel = page.locator("#pareto svg")
+            assert panel.count() == 1  # one pair of objectives
+            assert (panel.get_attribute("data-x"), panel.get_attribute("data-y")) == (
+                "error",
+                "cost",
+            )
+            front = sorted(t["id"] for t in told if not _dominated(t, told))
+            ringed = page.locator("#pareto svg circle.front")
+            assert (
+                sorted(
+                    int(ringed.nth(i).get_attribute("data-trial-id")) for i in range(ringed.count())
+                )
+                == front
+            )
+            assert page.locator("#pareto svg circle.obs-mo").count() == 6
+            assert page.locator("#pareto svg path.front-line").count() == 1
+            # completion order is the colour order: the first told is drawn as the first done
+            first = page.locator(f"#pareto circle[data-trial-id='{told[0]['id']}']")
+            assert first.get_attribute("data-order") == "1"
+            highlighted = page.locator("#trials-table tr.best")
+            assert (
+                sorted(
+                    int(highlighted.nth(i).get_attribute("data-trial-id"))
+                    for i in range(highlighted.count())
+                )
+                == front
+            )
+            head = page.locator("#trials-table thead th").all_inner_texts()
+            assert head[:4] == ["id", "state", "error", "cost"]
+            summary = page.locator("#study-summary").inner_text()
+            assert "error (minimize), cost (minimize)" in summary
+            assert f"Pareto front of {len(front)}" in summary and "hypervolume" in summary
+            assert page.locator("#parallel svg polyline.pc").count() == 6
+
+            told += tell(5)  # told while the page is open: the scatter grows
+            _wait(page, "document.querySelector('#pareto').dataset.points === '11'")
+            front = sorted(t["id"] for t in told if not _dominated(t, told))
+            _wait(page, f"document.querySelector('#pareto').dataset.front === '{len(front)}'")
+            ringed = page.locator("#pareto svg circle.front")
+            assert (
+                sorted(
+                    int(ringed.nth(i).get_attribute("data-trial-id")) for i in range(ringed.count())
+                )
+                == front
+            )
+            assert page.locator("#pareto svg circle.obs-mo").count() == 11
+            page.screenshot(path=str(tmp_path / "pareto.png"), full_page=True)
+            if os.environ.get("ABO_SCREENSHOT"):  # keep a copy to look at
+                shutil.copy(tmp_path / "pareto.png", os.environ["ABO_SCREENSHOT"])
+
+            # three objectives: one panel per pair, the front ringed in each, no staircase
+            three = f"{study_name}-3"
+            make_study(api, three, outcomes={**outcomes, "size": "maximize"})
+            for t in api.post(f"/studies/{three}/ask", json={"count": 4}).json()["trials"]:
+                values = {**_trade_off(t["params"]), "size": float(t["params"]["n"])}
+                api.post(f"/studies/{three}/trials/{t['id']}/tell", json={"value": values})
+            page.goto(f"{server.url}/?interval=300#{three}")
+            _wait(page, "document.querySelector('#pareto').dataset.points === '4'")
+            axes = [
+                (p.get_attribute("data-x"), p.get_attribute("data-y"))
+                for p in page.locator("#pareto svg").all()
+            ]
+            assert axes == [("error", "cost"), ("error", "size"), ("cost", "size")]
+            assert page.locator("#pareto svg path.front-line").count() == 0
+            assert "size (maximize)" in page.locator("#study-summary").inner_text()
+            assert not errors, errors
+        finally:
+            browser.close()
+    assert (tmp_path / "pareto.png").stat().st_size > 10_000

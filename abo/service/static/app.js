@@ -68,10 +68,78 @@ function stepPlot(target, curve, xkey, label) {
   target.replaceChildren(svg);
 }
 
-function parallelPlot(target, study, trials) {
+const objectivesOf = (study) => study.outcomes.filter((o) => o.kind === "objective");
+
+function measured(trials, objectives) {
+  // done trials with every objective's value, in completion order
+  return trials.filter((t) => t.state === "done" && objectives.every((o) => typeof (t.values || {})[o.name] === "number"))
+    .sort((a, b) => (a.finished_at - b.finished_at) || (a.id - b.id));
+}
+
+function paretoPanel(a, b, done, front, staircase) {
+  const W = 420, H = 300, L = 60, R = 10, T = 10, B = 34;
+  const onFront = done.filter((t) => front.has(t.id));
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-points": done.length,
+    "data-front": onFront.length, "data-x": a.name, "data-y": b.name });
+  if (!done.length) {
+    svg.appendChild(el("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no completed trials yet"));
+    return svg;
+  }
+  const xs = done.map((t) => t.values[a.name]), ys = done.map((t) => t.values[b.name]);
+  const x = scale(Math.min(...xs), Math.max(...xs), L, W - R), y = scale(Math.min(...ys), Math.max(...ys), H - B, T);
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const v of [Math.min(...ys), Math.max(...ys)])
+    svg.appendChild(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, fmt(v)));
+  for (const v of [Math.min(...xs), Math.max(...xs)])
+    svg.appendChild(el("svg:text", { x: x(v), y: H - B + 14, "text-anchor": "middle" }, fmt(v)));
+  const label = (o) => `${o.name} (${o.direction === "minimize" ? "min" : "max"})`;
+  svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, label(a)));
+  svg.appendChild(el("svg:text", { x: 12, y: (T + H - B) / 2, "text-anchor": "middle",
+    transform: `rotate(-90 12 ${(T + H - B) / 2})` }, label(b)));
+  if (staircase && onFront.length) {
+    // the front's attainment line: better in the first objective first, each corner taking
+    // the next point's first objective and the current point's second
+    const better = a.direction === "minimize" ? 1 : -1;
+    const pts = onFront.slice().sort((p, q) => better * (p.values[a.name] - q.values[a.name]));
+    let d = `M${x(pts[0].values[a.name])},${y(pts[0].values[b.name])}`;
+    for (const p of pts.slice(1)) d += `H${x(p.values[a.name])}V${y(p.values[b.name])}`;
+    svg.appendChild(el("svg:path", { class: "front-line", d }));
+  }
+  const n = done.length;
+  done.forEach((t, i) => { // front points drawn last, on top
+    if (front.has(t.id)) return;
+    svg.appendChild(paretoDot(t, i, n, a, b, x, y, false));
+  });
+  done.forEach((t, i) => { if (front.has(t.id)) svg.appendChild(paretoDot(t, i, n, a, b, x, y, true)); });
+  return svg;
+}
+
+function paretoDot(t, i, n, a, b, x, y, onFront) {
+  const q = n > 1 ? i / (n - 1) : 1;
+  const c = el("svg:circle", { class: onFront ? "obs-mo front" : "obs-mo", cx: x(t.values[a.name]), cy: y(t.values[b.name]),
+    r: onFront ? 4.5 : 3, fill: `hsl(${215 - 185 * q}, 70%, 50%)`, "data-trial-id": t.id, "data-order": i + 1 });
+  const vals = Object.entries(t.values).map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
+  c.appendChild(el("svg:title", {}, `trial ${t.id} (${i + 1}. done): ${vals}${onFront ? "; on the front" : ""}`));
+  return c;
+}
+
+function paretoPlot(target, objectives, trials, front) {
+  const done = measured(trials, objectives);
+  const panels = [];
+  for (let i = 0; i < objectives.length; i++)
+    for (let j = i + 1; j < objectives.length; j++)
+      panels.push(paretoPanel(objectives[i], objectives[j], done, front, objectives.length === 2));
+  target.dataset.points = done.length;
+  target.dataset.front = done.filter((t) => front.has(t.id)).length;
+  target.replaceChildren(...panels);
+}
+
+function parallelPlot(target, study, trials, front) {
   const names = Object.keys(study.space);
-  const done = trials.filter((t) => t.state === "done" && t.value !== null);
-  const W = Math.max(480, 110 * (names.length + 1)), H = 260, T = 20, B = 30, L = 40, R = 70;
+  const done = front === null ? trials.filter((t) => t.state === "done" && t.value !== null)
+    : measured(trials, objectivesOf(study));
+  const W = Math.max(480, 110 * (names.length + (front === null ? 1 : objectivesOf(study).length))), H = 260, T = 20, B = 30, L = 40, R = 70;
   const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-lines": done.length });
   const axes = names.map((n) => {
     const p = study.space[n];
@@ -83,18 +151,26 @@ function parallelPlot(target, study, trials) {
     const lo = f(p.type === "int" ? p.low - 0.5 : p.low), hi = f(p.type === "int" ? p.high + 0.5 : p.high);
     return { name: n, pos: (v) => (f(v) - lo) / (hi - lo), ticks: [[0, fmt(p.low)], [1, fmt(p.high)]] };
   });
-  const vals = done.map((t) => t.value);
-  const vlo = Math.min(...vals), vhi = Math.max(...vals);
-  axes.push({ name: "value", pos: (v) => vhi > vlo ? (v - vlo) / (vhi - vlo) : 0.5, ticks: done.length ? [[0, fmt(vlo)], [1, fmt(vhi)]] : [] });
+  const valueAxis = (name, get) => {
+    const vals = done.map(get), vlo = Math.min(...vals), vhi = Math.max(...vals);
+    return { name, get, pos: (v) => vhi > vlo ? (v - vlo) / (vhi - vlo) : 0.5, ticks: done.length ? [[0, fmt(vlo)], [1, fmt(vhi)]] : [] };
+  };
+  const multi = front !== null;
+  const params = axes.length;
+  if (multi) for (const o of objectivesOf(study)) axes.push(valueAxis(o.name, (t) => t.values[o.name]));
+  else axes.push(valueAxis("value", (t) => t.value));
   const ax = (i) => L + i * (W - L - R) / Math.max(1, axes.length - 1);
   const yy = (u) => H - B - u * (H - T - B);
   const sign = study.direction === "minimize" ? 1 : -1;
-  const order = done.slice().sort((a, b) => sign * (b.value - a.value)); // best drawn last
+  // best drawn last: by value for one objective, the Pareto front last for several
+  const order = multi ? done.filter((t) => !front.has(t.id)).concat(done.filter((t) => front.has(t.id)))
+    : done.slice().sort((a, b) => sign * (b.value - a.value));
   order.forEach((t, rank) => {
-    const q = order.length > 1 ? rank / (order.length - 1) : 1;
-    const pts = axes.map((a, i) => `${ax(i)},${yy(a.name === "value" ? a.pos(t.value) : a.pos(t.params[a.name]))}`);
+    const q = multi ? (front.has(t.id) ? 1 : 0) : order.length > 1 ? rank / (order.length - 1) : 1;
+    const pts = axes.map((a, i) => `${ax(i)},${yy(i >= params ? a.pos(a.get(t)) : a.pos(t.params[a.name]))}`);
     const line = el("svg:polyline", { class: "pc", points: pts.join(" "), stroke: `hsl(215, 60%, ${80 - 55 * q}%)`, "data-trial-id": t.id });
-    line.appendChild(el("svg:title", {}, `trial ${t.id}: ${fmt(t.value)}`));
+    const said = multi ? Object.entries(t.values).map(([k, v]) => `${k} ${fmt(v)}`).join(", ") : fmt(t.value);
+    line.appendChild(el("svg:title", {}, `trial ${t.id}: ${said}`));
     svg.appendChild(line);
   });
   axes.forEach((a, i) => {
@@ -105,17 +181,20 @@ function parallelPlot(target, study, trials) {
   target.replaceChildren(svg);
 }
 
-function table(study, trials) {
+function table(study, trials, front) {
   const names = Object.keys(study.space);
-  const head = ["id", "state", "value", "duration (s)", "strategy / arm", ...names];
+  const objectives = front === null ? [] : objectivesOf(study).map((o) => o.name);
+  const head = ["id", "state", ...(front === null ? ["value"] : objectives), "duration (s)", "strategy / arm", ...names];
   const thead = document.querySelector("#trials-table thead");
   thead.replaceChildren(el("tr", {}, undefined));
   head.forEach((h) => thead.firstChild.appendChild(el("th", {}, h)));
   const bestId = study.best ? study.best.id : null;
+  const isBest = (t) => front === null ? t.id === bestId : front.has(t.id);
   const rows = trials.slice().sort((a, b) => b.id - a.id).map((t) => {
-    const tr = el("tr", { "data-trial-id": t.id, "data-state": t.state, class: t.id === bestId ? "best" : "" });
+    const tr = el("tr", { "data-trial-id": t.id, "data-state": t.state, class: isBest(t) ? "best" : "" });
     const arm = [(t.proposal || {}).strategy, (t.proposal || {}).arm].filter((v) => v !== undefined && v !== null).join(" / ");
-    const cells = [t.id, t.state, t.value, t.duration, arm, ...names.map((n) => t.params[n])];
+    const told = front === null ? [t.value] : objectives.map((o) => (t.values || {})[o]);
+    const cells = [t.id, t.state, ...told, t.duration, arm, ...names.map((n) => t.params[n])];
     cells.forEach((c, i) => tr.appendChild(el("td", i === 1 ? { class: "state-" + t.state } : {}, fmt(c))));
     return tr;
   });
@@ -146,14 +225,38 @@ async function refresh() {
   const trials = await allTrials(study.name);
   document.getElementById("study-title").textContent = study.name;
   const st = study.states;
+  const counts = `${st.done} done, ${st.running} running, ${st.failed} failed, ${st.lost} lost`;
+  const objectives = objectivesOf(study);
+  const multi = objectives.length > 1;
+  document.getElementById("convergence").hidden = multi;
+  document.getElementById("pareto-figure").hidden = !multi;
+  document.getElementById("parallel-caption").textContent = multi
+    ? "Parameters and objectives (parallel coordinates; the dark lines are the Pareto front)"
+    : "Parameters against value (parallel coordinates; darker lines are better)";
+  if (!multi) {
+    document.getElementById("study-summary").textContent = `${study.strategy}, ${study.direction}; ${counts}` +
+      (study.best ? `; best ${fmt(study.best.value)} (trial ${study.best.id})` : "");
+    const curve = bestSoFar(trials, study.direction);
+    stepPlot(document.getElementById("conv-trials"), curve, "n", "completed trials");
+    stepPlot(document.getElementById("conv-time"), curve, "secs", "elapsed seconds");
+    parallelPlot(document.getElementById("parallel"), study, trials, null);
+    table(study, trials, null);
+    return;
+  }
+  const path = `/studies/${encodeURIComponent(study.name)}`;
+  const front = new Set((await getJSON(`${path}/best_trials`)).trials.map((t) => t.id));
+  let volume = "";
+  if (front.size) {
+    const r = await fetch(API + path + "/hypervolume", { method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "Content-Type": "application/json" }, body: "{}" });
+    if (r.ok) volume = `, hypervolume ${fmt((await r.json()).hypervolume)}`;
+  }
+  const said = objectives.map((o) => `${o.name} (${o.direction})`).join(", ");
   document.getElementById("study-summary").textContent =
-    `${study.strategy}, ${study.direction}; ${st.done} done, ${st.running} running, ${st.failed} failed, ${st.lost} lost` +
-    (study.best ? `; best ${fmt(study.best.value)} (trial ${study.best.id})` : "");
-  const curve = bestSoFar(trials, study.direction);
-  stepPlot(document.getElementById("conv-trials"), curve, "n", "completed trials");
-  stepPlot(document.getElementById("conv-time"), curve, "secs", "elapsed seconds");
-  parallelPlot(document.getElementById("parallel"), study, trials);
-  table(study, trials);
+    `${study.strategy}, ${said}; ${counts}; Pareto front of ${front.size}${volume}`;
+  paretoPlot(document.getElementById("pareto"), objectives, trials, front);
+  parallelPlot(document.getElementById("parallel"), study, trials, front);
+  table(study, trials, front);
 }
 
 async function loop() {
