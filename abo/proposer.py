@@ -42,7 +42,7 @@ from abo.refit import ModelManager, data_key
 from abo.registry import make_strategy
 from abo.space import ParamValue
 from abo.spec import StudySpec
-from abo.summary import default_reference
+from abo.summary import study_reference
 from abo.surrogate import FittedModel
 from abo.trial import ModelRecord, ProposalRecord, Trial, TrialState
 from abo.warping import warp
@@ -136,11 +136,12 @@ class Proposer:
         return observed, X, torch.cat(warped, dim=-1) if warped else Y, None
 
     def ref_point(self, trials: Sequence[Trial]) -> Tensor | None:
-        """The hypervolume's reference point in utilities (``abo.pareto``'s rule over the
-        done trials in completion order), ``None`` for one objective or before any result."""
+        """The hypervolume's reference point in utilities (the study's, or ``abo.pareto``'s
+        rule over the done trials in completion order), ``None`` for one objective or before
+        any result."""
         if not self.multi:
             return None
-        return default_reference(trials, self.spec.objectives, self.spec.resolved_n_initial)
+        return study_reference(self.spec, trials)
 
     # -- proposing ----------------------------------------------------------------------------
     def propose(

@@ -20,12 +20,19 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from abo.exceptions import AboError, SearchSpaceError
-from abo.outcomes import Objective, Outcome, objectives, outcomes_to_json, parse_outcomes
+from abo.outcomes import (
+    Objective,
+    Outcome,
+    check_number,
+    objectives,
+    outcomes_to_json,
+    parse_outcomes,
+)
 from abo.space import Space
 
 MAX_SEED = 2**63  # stored as a signed 64-bit integer
@@ -101,6 +108,15 @@ class StudySpec:
         default=MAX_EXACT,
         metadata=_doc("The most observations the GP is fitted on (a subset above it)."),
     )
+    reference_point: Mapping[str, float] | None = field(
+        default=None,
+        metadata=_doc(
+            "Several objectives: the hypervolume's reference point by objective name, the "
+            "worst value of each that still counts (proposals aim at the front beyond it). "
+            "Default: each objective's worst value among the first n_initial results, moved "
+            "10 % of their range further."
+        ),
+    )
     output_transform: str = field(
         default="auto",
         metadata=_doc(
@@ -152,6 +168,10 @@ class StudySpec:
         parsed = parse_outcomes(outcomes, direction)
         spec = cls(space=space, outcomes=parsed, seed=seed, **options)
         spec.check()
+        if spec.reference_point is not None:  # stored as plain floats in objective order
+            spec = replace(
+                spec, reference_point=check_reference(spec.reference_point, spec.objectives)
+            )
         return spec
 
     def check(self) -> None:
@@ -183,6 +203,14 @@ class StudySpec:
             )
         if not isinstance(self.strategy, str):
             raise AboError(f"strategy: expected a name, got {self.strategy!r}", field="strategy")
+        if self.reference_point is not None:
+            if len(self.objectives) < 2:
+                raise AboError(
+                    "reference_point: only for a study of several objectives (this one has "
+                    f"one, {self.objectives[0].name})",
+                    field="reference_point",
+                )
+            check_reference(self.reference_point, self.objectives)
         from abo.registry import check_fits, make_strategy
 
         check_fits(self.strategy, [o.name for o in objectives(self.outcomes)])
@@ -261,6 +289,35 @@ class StudySpec:
             outcomes=parse_outcomes(data.get("outcomes")),
             **options,
         )
+
+
+def check_reference(
+    reference: Mapping[str, float], objectives: Sequence[Objective]
+) -> dict[str, float]:
+    """A reference point by objective name, checked (``AboError`` naming the field)."""
+    if not isinstance(reference, Mapping):
+        raise AboError(
+            "reference_point: expected a value per objective by name "
+            f"({', '.join(o.name for o in objectives)}), got {type(reference).__name__}",
+            field="reference_point",
+        )
+    names = {o.name for o in objectives}
+    unknown = sorted(set(map(str, reference)) - names)
+    if unknown:
+        raise AboError(
+            f"reference_point.{unknown[0]}: not an objective of this study "
+            f"({', '.join(o.name for o in objectives)})",
+            field=f"reference_point.{unknown[0]}",
+        )
+    out = {}
+    for o in objectives:
+        if o.name not in reference:
+            raise AboError(
+                f"reference_point.{o.name}: missing (every objective needs a value)",
+                field=f"reference_point.{o.name}",
+            )
+        out[o.name] = check_number(reference[o.name], f"reference_point.{o.name}")
+    return out
 
 
 def _is_json_space(space: Mapping[str, Any]) -> bool:

@@ -32,13 +32,13 @@ from abo.exceptions import AboError, DuplicatedStudyError, SearchSpaceError, Stu
 from abo.outcomes import Objective, Outcome, check_number, check_values
 from abo.proposer import Proposer
 from abo.space import Space
-from abo.spec import DEFAULT_STRATEGY, StudySpec
+from abo.spec import DEFAULT_STRATEGY, StudySpec, check_reference
 from abo.storage import QueuedPoint, Storage, StudyRecord, open_storage
 from abo.summary import (
     best_trial,
-    default_reference,
     in_completion_order,
     pareto_trials,
+    study_reference,
     utilities,
 )
 from abo.threads import torch_threads
@@ -199,15 +199,16 @@ class Study:
         return pareto_trials(self._done(), self.spec.objectives)
 
     def reference_point(self) -> dict[str, float]:
-        """The default reference point of ``hypervolume``, in each objective's units.
+        """The default reference point of ``hypervolume`` and of the proposals, in each
+        objective's units.
 
-        From the first ``n_initial`` results to arrive (all of them while fewer have): each
-        objective's worst value, moved 10 % of its range further (``abo.pareto``), so it is
-        fixed once the initial design is told and the hypervolume of a running study is
-        comparable over time.
+        The study's ``reference_point`` when it was created with one. Otherwise from the first
+        ``n_initial`` results to arrive (all of them while fewer have): each objective's worst
+        value, moved 10 % of its range further (``abo.pareto``), so it is fixed once the
+        initial design is told and the hypervolume of a running study is comparable over time.
 
         Raises:
-            AboError: the study has one objective, or no result yet.
+            AboError: the study has one objective, or no result yet (and no reference point).
         """
         objectives = self._several("reference_point")
         ref = self._reference(self._done(), objectives)
@@ -227,7 +228,7 @@ class Study:
         if reference_point is None:
             ref = self._reference(done, objectives)
         else:
-            values = _check_reference(reference_point, objectives)
+            values = check_reference(reference_point, objectives)
             import torch
 
             ref = torch.tensor([o.sign * values[o.name] for o in objectives], dtype=torch.double)
@@ -239,7 +240,7 @@ class Study:
 
     def _reference(self, done: list[Trial], objectives: tuple[Objective, ...]) -> Any:
         """The default reference point in utilities; ``AboError`` before any result."""
-        ref = default_reference(done, objectives, self.spec.resolved_n_initial)
+        ref = study_reference(self.spec, done)
         if ref is None:
             raise AboError("reference_point: no trial is done yet", field="reference_point")
         return ref
@@ -596,32 +597,3 @@ def load_study(name: str, storage: str | Storage | None) -> Study:
         raise AboError(f"name: expected a study name (a string), got {name!r}", field="name")
     store = open_storage(storage)
     return Study(store, store.load_study(name))
-
-
-def _check_reference(
-    reference: Mapping[str, float], objectives: Sequence[Objective]
-) -> dict[str, float]:
-    """A reference point by objective name, checked (``AboError`` naming the field)."""
-    if not isinstance(reference, Mapping):
-        raise AboError(
-            "reference_point: expected a value per objective by name "
-            f"({', '.join(o.name for o in objectives)}), got {type(reference).__name__}",
-            field="reference_point",
-        )
-    names = {o.name for o in objectives}
-    unknown = sorted(set(map(str, reference)) - names)
-    if unknown:
-        raise AboError(
-            f"reference_point.{unknown[0]}: not an objective of this study "
-            f"({', '.join(o.name for o in objectives)})",
-            field=f"reference_point.{unknown[0]}",
-        )
-    out = {}
-    for o in objectives:
-        if o.name not in reference:
-            raise AboError(
-                f"reference_point.{o.name}: missing (every objective needs a value)",
-                field=f"reference_point.{o.name}",
-            )
-        out[o.name] = check_number(reference[o.name], f"reference_point.{o.name}")
-    return out

@@ -77,6 +77,19 @@ def default_reference(
     return reference_point(utilities(done, objectives), n_initial) if done else None
 
 
+def study_reference(spec: Any, trials: Sequence[Trial]) -> Any:
+    """The reference point of a study of several objectives in utilities: the spec's
+    ``reference_point`` when it has one, else ``default_reference`` (``None`` before any
+    result)."""
+    objectives = spec.objectives
+    if spec.reference_point is not None:
+        import torch
+
+        given = spec.reference_point
+        return torch.tensor([o.sign * given[o.name] for o in objectives], dtype=torch.double)
+    return default_reference(trials, objectives, spec.resolved_n_initial)
+
+
 def clean(obj: Any, depth: int = 0) -> Any:
     """Strict-JSON-safe copy: non-finite floats become ``None`` and anything nested deeper
     than 64 levels a placeholder string, so no stored value can make a listing fail."""

@@ -57,7 +57,7 @@ def test_every_study_option_is_a_study_file_key(tmp_path: Path) -> None:
 def test_a_study_file_with_named_outcomes_runs(tmp_path: Path) -> None:
     (tmp_path / "objective.py").write_text(OBJECTIVE)
     path = tmp_path / "two.toml"
-    path.write_text(FILE.format(extra='refit = "sync"'))
+    path.write_text(FILE.format(extra='refit = "sync"\nreference_point = {error = 1, cost = -0.5}'))
     out = subprocess.run(
         [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet"],
         cwd=tmp_path,
@@ -68,6 +68,7 @@ def test_a_study_file_with_named_outcomes_runs(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     study = abo.load_study("two", storage=f"sqlite:///{tmp_path / 'two.db'}")
     assert [o.direction for o in study.outcomes] == ["minimize", "maximize"]
+    assert study.reference_point() == {"error": 1.0, "cost": -0.5}  # as the file declared
     done = [t for t in study.trials if t.state is abo.TrialState.DONE]
     assert len(done) == 4 and all(set(t.values) == {"error", "cost"} for t in done)
     assert all(

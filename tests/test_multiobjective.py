@@ -150,3 +150,43 @@ def test_the_model_strategies_find_more_hypervolume_than_random_search() -> None
         arms = {t.proposal.strategy for t in study.trials} - {"sobol"}
         assert arms == {strategy}, arms
     assert all(volumes[s] > volumes["random"] for s in ("qlognehvi", "parego", "thompson"))
+
+
+def test_a_declared_reference_point_is_the_studys_and_the_proposals(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'ref.db'}"
+    given = {"f1": 2.0, "f2": 20.0}
+    study = abo.create_study(
+        SPACE, name="ref", storage=url, outcomes=OUTCOMES, seed=4, reference_point=given,
+        strategy_options={"raw_samples": 64},
+    )  # fmt: skip
+    assert study.reference_point() == given  # known before any result
+    trials = run(study, 7)
+    assert study.reference_point() == given  # not replaced by the initial design's rule
+    reloaded = abo.load_study("ref", storage=url)
+    assert reloaded.spec.reference_point == given and reloaded.reference_point() == given
+    assert reloaded.hypervolume() == pytest.approx(reloaded.hypervolume(given))
+    modelled = [t for t in trials if t.proposal.strategy != "sobol"]
+    assert modelled and all(t.proposal.details["ref_point"] == [-2.0, -20.0] for t in modelled)
+    # the same seed and tells with the default reference point propose other points
+    default = abo.create_study(
+        SPACE, outcomes=OUTCOMES, seed=4, strategy_options={"raw_samples": 64}
+    )
+    other = run(default, 7)
+    assert other[-1].proposal.details["ref_point"] != [-2.0, -20.0]
+    assert [t.params for t in other] != [t.params for t in trials]
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"reference_point": {"f1": 1.0}}, "reference_point.f2"),
+        ({"reference_point": {"f1": 1.0, "f2": 1.0, "g": 0.0}}, "reference_point.g"),
+        ({"reference_point": {"f1": math.inf, "f2": 1.0}}, "reference_point.f1"),
+        ({"reference_point": [1.0, 2.0]}, "reference_point"),
+        ({"reference_point": {"value": 1.0}, "outcomes": None}, "reference_point"),
+    ],
+)
+def test_a_bad_declared_reference_point_names_its_field(options: dict, field: str) -> None:
+    with pytest.raises(AboError) as err:
+        abo.create_study(SPACE, **{"outcomes": OUTCOMES, **options})
+    assert err.value.field == field and str(err.value).startswith(f"{field}:")

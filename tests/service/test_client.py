@@ -223,6 +223,16 @@ def test_a_study_of_two_objectives_over_http_has_a_front_and_a_hypervolume(
     hv = study.hypervolume()
     assert hv > 0 and study.hypervolume(ref) == pytest.approx(hv)
     assert study.hypervolume({"loss": ref["loss"] + 1, "cost": ref["cost"] + 1}) > hv
+    given = {"loss": 1.0, "cost": 3.0}  # a declared reference point, known before any result
+    declared = client.create_study(
+        SPACE, name=f"{study_name}-ref", outcomes=outcomes, seed=3, reference_point=given
+    )
+    assert declared.reference_point() == given and declared.spec.reference_point == given
+    with pytest.raises(abo.AboError) as err:
+        client.create_study(
+            SPACE, name=f"{study_name}-bad", outcomes=outcomes, reference_point={"loss": 1.0}
+        )
+    assert err.value.field == "reference_point.cost"
     with pytest.raises(abo.AboError) as err:
         study.hypervolume({"loss": 1.0})
     assert err.value.field == "reference_point.cost"
