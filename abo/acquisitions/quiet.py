@@ -9,6 +9,10 @@ copes with each of these, so printing them only alarms the user:
   directly instead of updating its cached factor (the same distribution, a little slower);
 * ``RuntimeWarning: Optimization failed in `gen_candidates_scipy```: BoTorch restarted an
   acquisition search from new points after a line search failed;
+* ``BadInitialCandidatesWarning: Unable to find non-zero acquisition function values``: no
+  raw sample of an acquisition that can be exactly zero (a posterior sample's hypervolume
+  improvement) was positive, so the searches started from random points; the strategy
+  checks the value it reached and falls back where it is zero;
 * ``OptimizationWarning: ... ABNORMAL``: an L-BFGS-B line search could not improve further; the
   search still returns the best point it reached (``search_warnings`` records these).
 
@@ -34,7 +38,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from botorch.exceptions.warnings import BotorchWarning, OptimizationWarning
+from botorch.exceptions.warnings import (
+    BadInitialCandidatesWarning,
+    BotorchWarning,
+    OptimizationWarning,
+)
 from linear_operator.utils.warnings import NumericalWarning
 
 from abo.exceptions import AboWarning
@@ -66,6 +74,7 @@ HANDLED: tuple[tuple[type[Warning], str], ...] = (
     (NumericalWarning, r"A not p\.d\., added jitter"),
     (BotorchWarning, r"Low-rank cholesky updates failed"),
     (RuntimeWarning, r"Optimization failed (in `gen_candidates_scipy`|on the second try)"),
+    (BadInitialCandidatesWarning, r"Unable to find non-zero acquisition function values"),
 )
 """Warnings ignored inside a proposal: ``(category, message regex)``."""
 

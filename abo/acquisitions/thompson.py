@@ -27,19 +27,11 @@ from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.generation.gen import gen_candidates_scipy
 from botorch.generation.sampling import MaxPosteriorSampling
 from torch import Tensor
-from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
-from abo.acquisitions.optimize import OptimizerBudget, incumbent
+from abo.acquisitions.optimize import OptimizerBudget, incumbent, sobol_points
 from abo.acquisitions.quiet import degraded, quiet_proposal, search_warnings
 from abo.acquisitions.thompson_pareto import pareto_sample_points
-
-
-def sobol_points(ctx: ProposalContext, n: int, seed: int) -> Tensor:
-    """``n x d`` scrambled Sobol points inside ``ctx.bounds``."""
-    unit = SobolEngine(ctx.dim, scramble=True, seed=seed).draw(n, dtype=torch.double)
-    lo, hi = ctx.bounds.to(torch.double)
-    return lo + (hi - lo) * unit
 
 
 def draw_paths(ctx: ProposalContext, n: int, seed: int) -> PathwiseThompsonSampling:

@@ -31,7 +31,7 @@ from botorch.utils.multi_objective.scalarization import get_chebyshev_scalarizat
 from torch import Tensor
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
-from abo.acquisitions.optimize import OptimizerBudget
+from abo.acquisitions.optimize import OptimizerBudget, sobol_points
 from abo.acquisitions.parego import ScalarisedSample, simplex_weights
 from abo.acquisitions.seeded import seeded_maximize
 from abo.pareto import pareto_mask
@@ -81,7 +81,10 @@ def pareto_sample_point(
         observed = sample_values(paths, ctx.X.to(torch.double))
     on_front = pareto_mask(observed)
     acq = SampleImprovement(ctx.model, paths, front_cells(observed[on_front], ref))
-    x, improvement = seeded_maximize(acq, ctx, budget)
+    raw = sobol_points(ctx, budget.raw_samples, ctx.seed()).unsqueeze(1)
+    with torch.no_grad():  # a sample that improves nowhere it is looked at skips the search
+        hopeful = bool((acq(raw) > 0).any())
+    x, improvement = seeded_maximize(acq, ctx, budget) if hopeful else (ctx.X[:1], 0.0)
     info: dict[str, Any] = {"improvement": float(f"{improvement:.6g}")}
     if not improvement > 0:  # nothing the sample promises beats its own front
         weights = simplex_weights(ctx.Y.shape[-1], ctx.generator)
