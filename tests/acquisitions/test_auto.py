@@ -110,3 +110,26 @@ def test_a_deterministic_objective_the_gp_learns_as_exact_goes_to_believer_undec
     assert float(model.likelihood.noise.detach()) < EXACT_BELOW
     proposal = AutoStrategy(raw_samples=32, num_restarts=2).propose(make_ctx(model, X, Y), 1)
     assert proposal.info[0]["arm"] == "believer"
+
+
+def _trade_off_ctx(pace: float | None):
+    from botorch.models import ModelListGP
+
+    X = torch.quasirandom.SobolEngine(2, scramble=True, seed=1).draw(12, dtype=torch.double)
+    U = torch.stack([X[:, 0], 1 - X[:, 0] ** 2 - 0.3 * X[:, 1]], dim=-1)
+    model = ModelListGP(*[fit_gp(X, U[:, i : i + 1], noise="deterministic").model for i in (0, 1)])
+    busy = torch.rand(2, 2, generator=torch.Generator().manual_seed(3), dtype=torch.double)
+    return replace(make_ctx(model, X, U, busy=busy), pace=pace)
+
+
+def test_several_objectives_step_down_from_qlognehvi_to_thompson_under_a_tight_pace() -> None:
+    strategy = AutoStrategy(raw_samples=32, num_restarts=2, mc_samples=16)
+    assert [i["arm"] for i in strategy.propose(_trade_off_ctx(None), 2).info] == ["qlognehvi"] * 2
+    roomy = strategy.propose(_trade_off_ctx(pace=30.0), 2)
+    assert {i["arm"] for i in roomy.info} == {"qlognehvi"} and strategy.cost["qlognehvi"] > 0
+    strategy.cost["qlognehvi"] = 5.0  # as if each of its points took 5 s
+    tight = strategy.propose(_trade_off_ctx(pace=1.0), 3)
+    assert [i["arm"] for i in tight.info] == ["thompson"] * 3
+    assert all("improvement" in i for i in tight.info)  # thompson's several-objective rule
+    assert torch.pdist(tight.X).min() > 1e-6
+    assert strategy.cost["qlognehvi"] == pytest.approx(5.0 * REST_DECAY)
