@@ -166,11 +166,13 @@ class Proposer:
         )
         n_sobol = m if needs_model and done < MIN_OBSERVATIONS else 0
         n_sobol = max(n_sobol, min(m, max(0, self.spec.resolved_n_initial - seen)))
-        hurried = pace is not None and not self.multi  # one GP to fit early, in background
+        hurried = pace is not None  # the GPs to fit early, in the background
         if needs_model and hurried and done >= MIN_OBSERVATIONS and n_sobol < m:
             if stored_model(trials) is None:
                 observed, X, Y, _ = self.model_data(trials)
-                if self.models.first_fit_running(tuple(t.id for t in observed), X, Y):
+                key = tuple(t.id for t in observed)
+                fitting = [f.first_fit_running(key, X, y) for f, y in self._fitters(Y)]
+                if any(fitting):
                     n_sobol = m  # a hurried caller's workers would wait for the first fit
 
         X_new: list[Tensor] = []
@@ -179,7 +181,8 @@ class Proposer:
             # a hurried caller will want the model soon: fit it in the background meanwhile
             if done >= MIN_OBSERVATIONS:
                 observed, X, Y, _ = self.model_data(trials)
-                self.models.prefit(tuple(t.id for t in observed), X, Y)
+                for fitter, y in self._fitters(Y):
+                    fitter.prefit(tuple(t.id for t in observed), X, y)
             else:
                 self.models.warm_up(space.dim)
         if n_sobol:
@@ -195,6 +198,12 @@ class Proposer:
             records += new_records
         X_all, records = self._deduplicate(torch.cat(X_new), trials, seed, records)
         return [(space.from_unit(x), r) for x, r in zip(X_all, records, strict=True)]
+
+    def _fitters(self, Y: Tensor) -> list[tuple[ModelManager, Tensor]]:
+        """Each GP's refit machinery and its column of ``Y``: one per objective."""
+        if self.multi:
+            return [(f, Y[:, i : i + 1]) for i, f in enumerate(self.objective_models)]
+        return [(self.models, Y)]
 
     def _model(
         self,

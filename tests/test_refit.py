@@ -375,6 +375,60 @@ def test_with_a_pace_the_default_policy_never_waits_for_a_fit(
     study._models.wait(60)
 
 
+def test_with_a_pace_several_objectives_fit_their_first_gps_in_the_background(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As for one objective: while each objective's first fit runs, more design points; then
+    qlognehvi with those hyperparameters, no ask waiting for a fit."""
+    release = threading.Event()
+    real_fit = refit_module.fit_gp
+
+    def held(*args: object, **kwargs: object):
+        if threading.current_thread().name == "abo-refit":
+            assert release.wait(60)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(refit_module, "fit_gp", held)
+    monkeypatch.setattr(
+        FitProcess,
+        "fit",
+        lambda self, *a, **k: (_ for _ in ()).throw(
+            refit_module.FitProcessDied("no child in this test")
+        ),
+    )
+    study = abo.create_study(
+        SPACE, outcomes={"f": "minimize", "g": "minimize"}, strategy="qlognehvi", seed=5,
+        n_initial=4, strategy_options={"raw_samples": 64, "num_restarts": 2, "mc_samples": 16},
+    )  # fmt: skip
+
+    def values(p: dict) -> dict[str, float]:
+        return {"f": _f(p), "g": (p["x"] - 0.8) ** 2 + p["y"]}
+
+    for _ in range(4):  # the design
+        t = study.ask_batch(1, pace=0.5)[0]
+        study.tell(t.id, values(t.params))
+    extra = study.ask_batch(2, pace=0.5)  # both first fits run, held: more design
+    assert [t.proposal.strategy for t in extra] == ["sobol", "sobol"]
+    managers = study._proposer.objective_models
+    assert len(managers) == 2
+    assert all(m._thread is not None and m._thread.is_alive() for m in managers)
+    release.set()
+    for m in managers:
+        m.wait(60)
+    for t in extra:
+        study.tell(t.id, values(t.params))
+    release.clear()  # later refits are held again: asks must not wait for them
+    for i in range(2):
+        t = study.ask_batch(1, pace=0.5)[0]
+        assert t.proposal.strategy == "qlognehvi" and t.proposal.n_observations == 6 + i
+        assert t.proposal.fit_observations is not None and t.proposal.fit_observations < 6
+        study.tell(t.id, values(t.params))
+    assert all(m.waits == 0 for m in managers)
+    release.set()
+    for m in managers:
+        m.wait(60)
+
+
 def test_an_ask_without_a_pace_after_hurried_ones_is_reproducible(tmp_path: Path) -> None:
     """Hurried asks depend on timing; the next unhurried one depends only on what is stored."""
     import sqlite3
