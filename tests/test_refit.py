@@ -328,17 +328,16 @@ def test_the_default_policy_is_sync_for_asks_without_a_pace() -> None:
     assert auto._models._fit_process is None  # and no child process
 
 
-def test_with_a_pace_the_default_policy_never_waits_for_a_fit(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A hurried ask (``optimize``'s): while the first fit runs, more design points; after it,
-    conditioned hyperparameters while refits run in the background."""
-    release = threading.Event()
+@pytest.fixture()
+def release(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Background fits (the ``abo-refit`` thread) wait until the returned event is set; the
+    refits that would go to a child process fit here instead, held the same way."""
+    event = threading.Event()
     real_fit = refit_module.fit_gp
 
     def held(*args: object, **kwargs: object):
         if threading.current_thread().name == "abo-refit":
-            assert release.wait(60)
+            assert event.wait(60)
         return real_fit(*args, **kwargs)
 
     monkeypatch.setattr(refit_module, "fit_gp", held)
@@ -348,7 +347,13 @@ def test_with_a_pace_the_default_policy_never_waits_for_a_fit(
         lambda self, *a, **k: (_ for _ in ()).throw(
             refit_module.FitProcessDied("no child in this test")
         ),
-    )  # refits fit here, held too
+    )
+    return event
+
+
+def test_with_a_pace_the_default_policy_never_waits_for_a_fit(release: threading.Event) -> None:
+    """A hurried ask (``optimize``'s): while the first fit runs, more design points; after it,
+    conditioned hyperparameters while refits run in the background."""
     study = _auto_study()
     for _ in range(4):  # the design
         t = study.ask_batch(1, pace=0.5)[0]
@@ -376,26 +381,10 @@ def test_with_a_pace_the_default_policy_never_waits_for_a_fit(
 
 
 def test_with_a_pace_several_objectives_fit_their_first_gps_in_the_background(
-    monkeypatch: pytest.MonkeyPatch,
+    release: threading.Event,
 ) -> None:
     """As for one objective: while each objective's first fit runs, more design points; then
     qlognehvi with those hyperparameters, no ask waiting for a fit."""
-    release = threading.Event()
-    real_fit = refit_module.fit_gp
-
-    def held(*args: object, **kwargs: object):
-        if threading.current_thread().name == "abo-refit":
-            assert release.wait(60)
-        return real_fit(*args, **kwargs)
-
-    monkeypatch.setattr(refit_module, "fit_gp", held)
-    monkeypatch.setattr(
-        FitProcess,
-        "fit",
-        lambda self, *a, **k: (_ for _ in ()).throw(
-            refit_module.FitProcessDied("no child in this test")
-        ),
-    )
     study = abo.create_study(
         SPACE, outcomes={"f": "minimize", "g": "minimize"}, strategy="qlognehvi", seed=5,
         n_initial=4, strategy_options={"raw_samples": 64, "num_restarts": 2, "mc_samples": 16},

@@ -16,6 +16,7 @@ draw, with new weights (up to 8 draws).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,6 +29,9 @@ from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, regi
 from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
+
+MAX_DRAWS = 8
+"""Fresh draws tried for one point before a repeat is accepted (a discrete space may be full)."""
 
 
 class ScalarisedSample(AcquisitionFunction):
@@ -90,18 +94,32 @@ class ParEGOStrategy:
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         if ctx.Y.shape[-1] < 2:
             raise ValueError("parego: proposes for several objectives; ctx.Y has one column")
-        seen = torch.cat([ctx.X, ctx.X_pending]).to(torch.double)
-        points: list[Tensor] = []
-        infos: list[dict[str, Any]] = []
-        for _ in range(n):
-            tries = 0
-            while True:
-                x, weights = self._point(ctx)
-                tries += 1
-                new = not seen.shape[0] or torch.cdist(x, seen).min() > DUPLICATE_TOL
-                if new or tries >= 8:  # a discrete space may have no other point left
-                    break
-            points.append(x)
-            infos.append({"strategy": self.name, "weights": weights, "draws": tries})
-            seen = torch.cat([seen, x])
-        return Proposal(torch.cat(points), infos)
+
+        def draw() -> tuple[Tensor, dict[str, Any]]:
+            x, weights = self._point(ctx)
+            return x, {"strategy": self.name, "weights": weights}
+
+        return distinct_draws(ctx, n, draw)
+
+
+def distinct_draws(
+    ctx: ProposalContext, n: int, draw: Callable[[], tuple[Tensor, dict[str, Any]]]
+) -> Proposal:
+    """``n`` points, each from fresh calls of ``draw`` (a random ``1 x d`` point and its info),
+    redrawn while it repeats an evaluated, busy or earlier point, up to ``MAX_DRAWS`` times (a
+    discrete space may have no other point left); each info records its ``draws``."""
+    seen = torch.cat([ctx.X, ctx.X_pending]).to(torch.double)
+    points: list[Tensor] = []
+    infos: list[dict[str, Any]] = []
+    for _ in range(n):
+        draws = 0
+        while True:
+            x, info = draw()
+            draws += 1
+            new = not seen.shape[0] or torch.cdist(x, seen).min() > DUPLICATE_TOL
+            if new or draws >= MAX_DRAWS:
+                break
+        points.append(x)
+        infos.append({**info, "draws": draws})
+        seen = torch.cat([seen, x])
+    return Proposal(torch.cat(points), infos)

@@ -30,14 +30,11 @@ from botorch.utils.multi_objective.box_decompositions.non_dominated import (
 from botorch.utils.multi_objective.scalarization import get_chebyshev_scalarization
 from torch import Tensor
 
-from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
+from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.optimize import OptimizerBudget, sobol_points
-from abo.acquisitions.parego import ScalarisedSample, simplex_weights
+from abo.acquisitions.parego import ScalarisedSample, distinct_draws, simplex_weights
 from abo.acquisitions.seeded import seeded_maximize
 from abo.pareto import pareto_mask
-
-MAX_DRAWS = 8
-"""Fresh samples tried for one point before a repeat is accepted (a discrete space may be full)."""
 
 
 def sample_values(paths: Any, X: Tensor) -> Tensor:
@@ -100,18 +97,10 @@ def pareto_sample_points(ctx: ProposalContext, n: int, budget: OptimizerBudget) 
     if ctx.Y.shape[-1] < 2:
         raise ValueError("pareto_sample_points: needs several objectives; ctx.Y has one column")
     ref = ctx.reference()
-    seen = torch.cat([ctx.X, ctx.X_pending]).to(torch.double)
-    points: list[Tensor] = []
-    infos: list[dict[str, Any]] = []
-    for _ in range(n):
-        draws = 0
-        while True:
-            x, info = pareto_sample_point(ctx, budget, ref)
-            draws += 1
-            new = not seen.shape[0] or torch.cdist(x, seen).min() > DUPLICATE_TOL
-            if new or draws >= MAX_DRAWS:
-                break
-        points.append(x)
-        infos.append({**info, "draws": draws, "ref_point": [round(float(v), 6) for v in ref]})
-        seen = torch.cat([seen, x])
-    return Proposal(torch.cat(points), infos)
+    said = [round(float(v), 6) for v in ref]
+
+    def draw() -> tuple[Tensor, dict[str, Any]]:
+        x, info = pareto_sample_point(ctx, budget, ref)
+        return x, {**info, "ref_point": said}
+
+    return distinct_draws(ctx, n, draw)

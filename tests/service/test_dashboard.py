@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -33,6 +36,23 @@ def _tell(api: httpx.Client, name: str, n: int) -> list[dict]:
     return out
 
 
+@contextmanager
+def _dashboard(url: str) -> Iterator[tuple[Any, list[str]]]:
+    """A page of headless Chromium at ``url``, and the page errors it raised."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(url)
+            yield page, errors
+        finally:
+            browser.close()
+
+
 def _wait(page, expression: str, timeout: float = 20.0) -> None:
     page.wait_for_function(expression, timeout=timeout * 1000)
 
@@ -41,56 +61,42 @@ def _wait(page, expression: str, timeout: float = 20.0) -> None:
 def test_dashboard_shows_and_follows_a_running_study(
     server: Server, api: httpx.Client, study_name: str, tmp_path: Path
 ) -> None:
-    if not shutil.which(CHROMIUM):
-        why = f"{CHROMIUM} is not installed (apt-get install chromium)"
-        if os.environ.get("ABO_REQUIRE_BROWSER"):
-            pytest.fail(f"{why}; ABO_REQUIRE_BROWSER is set: this test must run")
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-
+    _chromium()
     make_study(api, study_name)
     first = _tell(api, study_name, 5)
     running = api.post(f"/studies/{study_name}/ask", json={"count": 1}).json()["trials"][0]
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{server.url}/?interval=300#{study_name}")
-            _wait(page, "document.querySelectorAll('#trials-table tbody tr').length === 6")
-            rows = page.locator("#trials-table tbody tr")
-            ids = sorted(int(rows.nth(i).get_attribute("data-trial-id")) for i in range(6))
-            assert ids == [t["id"] for t in first] + [running["id"]]
-            assert page.locator(f"#study-list a[href='#{study_name}']").count() == 1
-            state = page.locator(f"#trials-table tr[data-trial-id='{running['id']}']")
-            assert state.get_attribute("data-state") == "running"
-            best = min(first, key=lambda t: t["value"])
-            assert page.locator("#trials-table tr.best").get_attribute("data-trial-id") == str(
-                best["id"]
-            )
-            for plot in ("#conv-trials svg", "#conv-time svg"):
-                assert page.locator(plot).get_attribute("data-points") == "5"
-                assert page.locator(f"{plot} circle.obs").count() == 5
-                assert page.locator(f"{plot} path.best").count() == 1
-            assert page.locator("#parallel svg polyline.pc").count() == 5
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        _wait(page, "document.querySelectorAll('#trials-table tbody tr').length === 6")
+        rows = page.locator("#trials-table tbody tr")
+        ids = sorted(int(rows.nth(i).get_attribute("data-trial-id")) for i in range(6))
+        assert ids == [t["id"] for t in first] + [running["id"]]
+        assert page.locator(f"#study-list a[href='#{study_name}']").count() == 1
+        state = page.locator(f"#trials-table tr[data-trial-id='{running['id']}']")
+        assert state.get_attribute("data-state") == "running"
+        best = min(first, key=lambda t: t["value"])
+        assert page.locator("#trials-table tr.best").get_attribute("data-trial-id") == str(
+            best["id"]
+        )
+        for plot in ("#conv-trials svg", "#conv-time svg"):
+            assert page.locator(plot).get_attribute("data-points") == "5"
+            assert page.locator(f"{plot} circle.obs").count() == 5
+            assert page.locator(f"{plot} path.best").count() == 1
+        assert page.locator("#parallel svg polyline.pc").count() == 5
 
-            more = _tell(api, study_name, 4)  # told while the page is open
-            api.post(f"/studies/{study_name}/trials/{running['id']}/tell", json={"value": 9.0})
-            _wait(page, "document.querySelector('#conv-trials svg').dataset.points === '10'")
-            _wait(page, "document.querySelectorAll('#parallel svg polyline.pc').length === 10")
-            assert rows.count() == 10
-            assert page.locator(f"#trials-table tr[data-trial-id='{more[-1]['id']}']").count()
-            # the summary has its own request, which may land one poll after the trials'
-            _wait(page, "document.querySelector('#study-summary').innerText.includes('10 done')")
-            text = page.locator("#study-summary").inner_text()
-            assert "10 done" in text and "0 running" in text
-            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
-            if os.environ.get("ABO_SCREENSHOT"):  # keep a copy to look at
-                shutil.copy(tmp_path / "dashboard.png", os.environ["ABO_SCREENSHOT"])
-            assert not errors, errors
-        finally:
-            browser.close()
+        more = _tell(api, study_name, 4)  # told while the page is open
+        api.post(f"/studies/{study_name}/trials/{running['id']}/tell", json={"value": 9.0})
+        _wait(page, "document.querySelector('#conv-trials svg').dataset.points === '10'")
+        _wait(page, "document.querySelectorAll('#parallel svg polyline.pc').length === 10")
+        assert rows.count() == 10
+        assert page.locator(f"#trials-table tr[data-trial-id='{more[-1]['id']}']").count()
+        # the summary has its own request, which may land one poll after the trials'
+        _wait(page, "document.querySelector('#study-summary').innerText.includes('10 done')")
+        text = page.locator("#study-summary").inner_text()
+        assert "10 done" in text and "0 running" in text
+        page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        if os.environ.get("ABO_SCREENSHOT"):  # keep a copy to look at
+            shutil.copy(tmp_path / "dashboard.png", os.environ["ABO_SCREENSHOT"])
+        assert not errors, errors
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
 
 
@@ -158,7 +164,6 @@ def test_the_pareto_scatter_of_a_study_of_two_objectives_grows_as_results_arrive
     server: Server, api: httpx.Client, study_name: str, tmp_path: Path
 ) -> None:
     _chromium()
-    from playwright.sync_api import sync_playwright
 
     outcomes = {"error": "minimize", "cost": "minimize"}
     make_study(api, study_name, outcomes=outcomes)
@@ -174,81 +179,69 @@ def test_the_pareto_scatter_of_a_study_of_two_objectives_grows_as_results_arrive
         return [{"id": t["id"], **_trade_off(t["params"])} for t in asked]
 
     told = tell(6)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{server.url}/?interval=300#{study_name}")
-            _wait(page, "document.querySelector('#pareto').dataset.points === '6'")
-            assert page.locator("#convergence").is_hidden()
-            panel = page.locator("#pareto svg")
-            assert panel.count() == 1  # one pair of objectives
-            assert (panel.get_attribute("data-x"), panel.get_attribute("data-y")) == (
-                "error",
-                "cost",
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        _wait(page, "document.querySelector('#pareto').dataset.points === '6'")
+        assert page.locator("#convergence").is_hidden()
+        panel = page.locator("#pareto svg")
+        assert panel.count() == 1  # one pair of objectives
+        assert (panel.get_attribute("data-x"), panel.get_attribute("data-y")) == (
+            "error",
+            "cost",
+        )
+        front = sorted(t["id"] for t in told if not _dominated(t, told))
+        ringed = page.locator("#pareto svg circle.front")
+        assert (
+            sorted(int(ringed.nth(i).get_attribute("data-trial-id")) for i in range(ringed.count()))
+            == front
+        )
+        assert page.locator("#pareto svg circle.obs-mo").count() == 6
+        assert page.locator("#pareto svg path.front-line").count() == 1
+        # completion order is the colour order: the first told is drawn as the first done
+        first = page.locator(f"#pareto circle[data-trial-id='{told[0]['id']}']")
+        assert first.get_attribute("data-order") == "1"
+        highlighted = page.locator("#trials-table tr.best")
+        assert (
+            sorted(
+                int(highlighted.nth(i).get_attribute("data-trial-id"))
+                for i in range(highlighted.count())
             )
-            front = sorted(t["id"] for t in told if not _dominated(t, told))
-            ringed = page.locator("#pareto svg circle.front")
-            assert (
-                sorted(
-                    int(ringed.nth(i).get_attribute("data-trial-id")) for i in range(ringed.count())
-                )
-                == front
-            )
-            assert page.locator("#pareto svg circle.obs-mo").count() == 6
-            assert page.locator("#pareto svg path.front-line").count() == 1
-            # completion order is the colour order: the first told is drawn as the first done
-            first = page.locator(f"#pareto circle[data-trial-id='{told[0]['id']}']")
-            assert first.get_attribute("data-order") == "1"
-            highlighted = page.locator("#trials-table tr.best")
-            assert (
-                sorted(
-                    int(highlighted.nth(i).get_attribute("data-trial-id"))
-                    for i in range(highlighted.count())
-                )
-                == front
-            )
-            head = page.locator("#trials-table thead th").all_inner_texts()
-            assert head[:4] == ["id", "state", "error", "cost"]
-            summary = page.locator("#study-summary").inner_text()
-            assert "error (minimize), cost (minimize)" in summary
-            assert f"Pareto front of {len(front)}" in summary and "hypervolume" in summary
-            assert page.locator("#parallel svg polyline.pc").count() == 6
+            == front
+        )
+        head = page.locator("#trials-table thead th").all_inner_texts()
+        assert head[:4] == ["id", "state", "error", "cost"]
+        summary = page.locator("#study-summary").inner_text()
+        assert "error (minimize), cost (minimize)" in summary
+        assert f"Pareto front of {len(front)}" in summary and "hypervolume" in summary
+        assert page.locator("#parallel svg polyline.pc").count() == 6
 
-            told += tell(5)  # told while the page is open: the scatter grows
-            _wait(page, "document.querySelector('#pareto').dataset.points === '11'")
-            front = sorted(t["id"] for t in told if not _dominated(t, told))
-            _wait(page, f"document.querySelector('#pareto').dataset.front === '{len(front)}'")
-            ringed = page.locator("#pareto svg circle.front")
-            assert (
-                sorted(
-                    int(ringed.nth(i).get_attribute("data-trial-id")) for i in range(ringed.count())
-                )
-                == front
-            )
-            assert page.locator("#pareto svg circle.obs-mo").count() == 11
-            page.screenshot(path=str(tmp_path / "pareto.png"), full_page=True)
-            if os.environ.get("ABO_SCREENSHOT"):  # keep a copy to look at
-                shutil.copy(tmp_path / "pareto.png", os.environ["ABO_SCREENSHOT"])
+        told += tell(5)  # told while the page is open: the scatter grows
+        _wait(page, "document.querySelector('#pareto').dataset.points === '11'")
+        front = sorted(t["id"] for t in told if not _dominated(t, told))
+        _wait(page, f"document.querySelector('#pareto').dataset.front === '{len(front)}'")
+        ringed = page.locator("#pareto svg circle.front")
+        assert (
+            sorted(int(ringed.nth(i).get_attribute("data-trial-id")) for i in range(ringed.count()))
+            == front
+        )
+        assert page.locator("#pareto svg circle.obs-mo").count() == 11
+        page.screenshot(path=str(tmp_path / "pareto.png"), full_page=True)
+        if os.environ.get("ABO_SCREENSHOT"):  # keep a copy to look at
+            shutil.copy(tmp_path / "pareto.png", os.environ["ABO_SCREENSHOT"])
 
-            # three objectives: one panel per pair, the front ringed in each, no staircase
-            three = f"{study_name}-3"
-            make_study(api, three, outcomes={**outcomes, "size": "maximize"})
-            for t in api.post(f"/studies/{three}/ask", json={"count": 4}).json()["trials"]:
-                values = {**_trade_off(t["params"]), "size": float(t["params"]["n"])}
-                api.post(f"/studies/{three}/trials/{t['id']}/tell", json={"value": values})
-            page.goto(f"{server.url}/?interval=300#{three}")
-            _wait(page, "document.querySelector('#pareto').dataset.points === '4'")
-            axes = [
-                (p.get_attribute("data-x"), p.get_attribute("data-y"))
-                for p in page.locator("#pareto svg").all()
-            ]
-            assert axes == [("error", "cost"), ("error", "size"), ("cost", "size")]
-            assert page.locator("#pareto svg path.front-line").count() == 0
-            assert "size (maximize)" in page.locator("#study-summary").inner_text()
-            assert not errors, errors
-        finally:
-            browser.close()
+        # three objectives: one panel per pair, the front ringed in each, no staircase
+        three = f"{study_name}-3"
+        make_study(api, three, outcomes={**outcomes, "size": "maximize"})
+        for t in api.post(f"/studies/{three}/ask", json={"count": 4}).json()["trials"]:
+            values = {**_trade_off(t["params"]), "size": float(t["params"]["n"])}
+            api.post(f"/studies/{three}/trials/{t['id']}/tell", json={"value": values})
+        page.goto(f"{server.url}/?interval=300#{three}")
+        _wait(page, "document.querySelector('#pareto').dataset.points === '4'")
+        axes = [
+            (p.get_attribute("data-x"), p.get_attribute("data-y"))
+            for p in page.locator("#pareto svg").all()
+        ]
+        assert axes == [("error", "cost"), ("error", "size"), ("cost", "size")]
+        assert page.locator("#pareto svg path.front-line").count() == 0
+        assert "size (maximize)" in page.locator("#study-summary").inner_text()
+        assert not errors, errors
     assert (tmp_path / "pareto.png").stat().st_size > 10_000
