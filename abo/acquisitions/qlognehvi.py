@@ -22,6 +22,7 @@ from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
+from abo.acquisitions.thompson import replace_duplicates
 from abo.pareto import pareto_mask
 
 MAX_BASELINE = 64
@@ -98,6 +99,11 @@ class QLogNEHVIStrategy:
             seeded_maximize,
             self.budget,
         )
-        for info in proposal.info:
+        # a flat improvement (the front there is already found) can end the search on a seen
+        # point; a Thompson point for several objectives replaces it, not a random one
+        X, replaced = replace_duplicates(ctx, proposal.X, self.budget)
+        for info, extra in zip(proposal.info, replaced, strict=True):
             info["ref_point"] = [round(float(v), 6) for v in ref]
-        return proposal
+            if extra is not None:
+                info["replaced"] = {"by": "thompson", **extra}
+        return Proposal(X, proposal.info)

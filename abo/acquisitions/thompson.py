@@ -20,6 +20,7 @@ reached, so BoTorch's ``OptimizationWarning`` about it is recorded, not shown
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -159,7 +160,8 @@ def replace_duplicates(
     A row repeats when it lies within ``DUPLICATE_TOL`` of an evaluated or busy point or of an
     earlier row (a rounded or flat search can land there); its replacement avoids them all.
     Returns the points and, per row, the replacement's info (``None`` where the row was kept),
-    so a strategy built on another's search never proposes a repeat.
+    so a strategy built on another's search never proposes a repeat. Of several objectives
+    the replacement is the Thompson rule for them (``thompson_pareto``).
     """
     X = ctx.round(X)
     seen = torch.cat([ctx.X, ctx.X_pending]).to(X)
@@ -168,7 +170,12 @@ def replace_duplicates(
     for i in range(X.shape[0]):
         x, extra = X[i : i + 1], None
         if seen.shape[0] and torch.cdist(x, seen).min() <= DUPLICATE_TOL:
-            x, extra = thompson_point(ctx, budget, avoid=seen)
+            if ctx.Y.shape[-1] > 1:  # several objectives: the sample's best improvement
+                busy = torch.cat([ctx.X_pending.to(X), *rows]) if rows else ctx.X_pending
+                found = pareto_sample_points(replace(ctx, X_pending=busy), 1, budget)
+                x, extra = found.X, found.info[0]
+            else:
+                x, extra = thompson_point(ctx, budget, avoid=seen)
             x = ctx.round(x)
         rows.append(x)
         replaced.append(extra)

@@ -96,3 +96,19 @@ def test_one_objective_is_refused_by_the_pareto_sampler(trade_off) -> None:
     ctx = make_ctx(model.models[0], X, U[:, :1])
     with pytest.raises(ValueError, match="several objectives"):
         pareto_sample_points(ctx, 1, make_strategy("thompson", **CHEAP).budget)
+
+
+def test_a_repeat_of_a_seen_point_is_replaced_by_the_samples_best_improvement(trade_off) -> None:
+    from abo.acquisitions.thompson import replace_duplicates
+
+    model, X, U = trade_off
+    busy = torch.tensor([[0.5, 0.5]], dtype=torch.double)
+    ctx = make_ctx(model, X, U, busy, seed=6)
+    fresh = torch.tensor([[0.25, 0.75]], dtype=torch.double)
+    rows = torch.cat([X[3:4], fresh, busy])  # an evaluated point, a new one, a busy one
+    out, replaced = replace_duplicates(ctx, rows, make_strategy("thompson", **CHEAP).budget)
+    assert torch.equal(out[1:2], fresh) and replaced[1] is None
+    for i in (0, 2):
+        assert replaced[i] is not None and "improvement" in replaced[i]  # the Pareto rule
+    seen = torch.cat([X, busy])
+    assert torch.cdist(out[[0, 2]], seen).min() > 1e-6 and torch.pdist(out).min() > 1e-6
