@@ -4,6 +4,7 @@ python -m benchmarks run smoke --out results/smoke.jsonl --processes 2
 python -m benchmarks run full --shard 0/4 --out results/full-0.jsonl   # one of 4 machines
 python -m benchmarks report results/*.jsonl --out docs/benchmarks
 python -m benchmarks latency --sizes 50 200 500
+python -m benchmarks mo-latency --observations 300 --json mo-latency.json
 python -m benchmarks utilization --trials 200 --workers 32
 """
 
@@ -36,7 +37,11 @@ def _run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from benchmarks.report import write_report
 
-    print(write_report(args.results, args.out, title=args.title, seeds=args.seeds, bar=args.bar))
+    text = write_report(
+        args.results, args.out, title=args.title, seeds=args.seeds, bar=args.bar,
+        methods=args.methods,
+    )  # fmt: skip
+    print(text)
     return 0
 
 
@@ -44,6 +49,12 @@ def _latency(args: argparse.Namespace) -> int:
     from benchmarks.latency import main as latency_main
 
     return latency_main(args)
+
+
+def _mo_latency(args: argparse.Namespace) -> int:
+    from benchmarks.mo_latency import main as mo_latency_main
+
+    return mo_latency_main(args)
 
 
 def _utilization(args: argparse.Namespace) -> int:
@@ -83,6 +94,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--title", default="Benchmark results")
     rep.add_argument("--seeds", type=int, default=None, help="only seeds 0..N-1")
     rep.add_argument("--bar", default="optuna-gp", help="the method the others are tested against")
+    rep.add_argument("--methods", nargs="+", default=None, help="only these methods")
     rep.set_defaults(func=_report)
 
     lat = sub.add_parser("latency", help="Study.ask() seconds against the number of observations")
@@ -97,6 +109,17 @@ def parser() -> argparse.ArgumentParser:
     lat.add_argument("--setup", type=float, default=60.0, help="seconds allowed before asking")
     lat.add_argument("--max-exact", type=int, default=None, help="the study's max_exact")
     lat.set_defaults(func=_latency)
+
+    mol = sub.add_parser(
+        "mo-latency", help="ask() seconds of the default of several objectives vs GPSampler"
+    )
+    mol.add_argument("--observations", type=int, default=300)
+    mol.add_argument("--repeats", type=int, default=20, help="timed asks per method")
+    mol.add_argument("--cap", type=float, default=180.0, help="seconds of asking per method")
+    mol.add_argument("--setup", type=float, default=180.0, help="seconds allowed before asking")
+    mol.add_argument("--seed", type=int, default=0)
+    mol.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    mol.set_defaults(func=_mo_latency)
 
     util = sub.add_parser("utilization", help="study.optimize on a local Dask cluster")
     util.add_argument("--trials", type=int, default=200)
@@ -128,7 +151,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    for name in ("processes", "seeds", "trials", "workers", "repeats"):
+    for name in ("processes", "seeds", "trials", "workers", "repeats", "observations"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
             parser().error(f"--{name}: expected a positive integer, got {value}")

@@ -10,11 +10,21 @@ One JSON line per run holds the cell (method, problem, k, durations, budget, see
 (completion times and best-so-far regret after each completion) and its summary metrics, so a
 results file can be resumed (runs already in it are skipped) and files merged by concatenation.
 
+On a problem of several objectives (``benchmarks/mo_problems.py``) the same loop records,
+instead of regret, the hypervolume gap of the observed points' Pareto front after each
+completion: the record's ``metric`` names the curve (``"hypervolume_gap"``; records without
+``metric`` are regret curves), ``hypervolume`` is the final front's raw hypervolume, ``front``
+the observed Pareto front's values and ``inside`` how many evaluations beat the problem's
+reference point in every objective.
+
 Example:
     >>> from benchmarks.suites import get_problem
     >>> run = simulate_run(get_problem("branin"), "random", k=2, budget=8, seed=0)
     >>> len(run["regret"]), run["times"][0], run["duplicate_rate"]
     (8, 0.0, 0.0)
+    >>> run = simulate_run(get_problem("branincurrin"), "random", k=2, budget=8, seed=0)
+    >>> run["metric"], len(run["hypervolume_gap"]), run["hypervolume_gap"][-1] >= 0
+    ('hypervolume_gap', 8, True)
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -33,11 +43,23 @@ from typing import Any
 import numpy as np
 
 from benchmarks.methods import method_spec
+from benchmarks.mo_problems import MOProblem, hypervolume
 from benchmarks.simulator import initial_design, sample_durations
 from benchmarks.suites import AnyProblem, NoisyProblem, Suite, get_problem, observe
 
 DUPLICATE_TOL = 1e-3
 KEY_FIELDS = ("method", "problem", "k", "durations", "budget", "seed")
+GAP = "hypervolume_gap"
+
+
+def metric_name(run: Mapping[str, Any]) -> str:
+    """The key of a run's curve: ``"regret"`` or ``"hypervolume_gap"`` (older runs: regret)."""
+    return str(run.get("metric", "regret"))
+
+
+def num_objectives(problem: str) -> int:
+    """How many objectives the problem called ``problem`` has."""
+    return int(getattr(get_problem(problem), "num_objectives", 1))
 
 
 def run_key(run: dict[str, Any]) -> tuple[Any, ...]:
@@ -71,11 +93,21 @@ def simulate_run(
         warnings.simplefilter("ignore")  # experimental-feature and numerical chatter
         logging.getLogger("optuna").setLevel(logging.WARNING)
         opt = spec.build(problem, seed, workers, n0, options)
-        loop = _Loop(problem, opt, workers, budget, taus, noise, spec.synchronous)
+        make = _MOLoop if isinstance(problem, MOProblem) else _Loop
+        loop = make(problem, opt, workers, budget, taus, noise, spec.synchronous)
         loop.run(initial_design(problem.dim, n0, seed))
     busy = float(np.sum(taus[n0:budget]))
     makespan = loop.clock
     inference = inference_regret(problem, loop.X, loop.Y) if loop.noisy else None
+    curve = {"regret": [float(f"{r:.6g}") for r in loop.regrets]}
+    if isinstance(problem, MOProblem):
+        curve = {
+            "metric": GAP,
+            "num_objectives": problem.num_objectives,
+            GAP: [float(f"{g:.6g}") for g in loop.regrets],
+            "hypervolume": float(f"{problem.max_hv - loop.raw_gap:.8g}"),
+            **loop.summary(),
+        }
     return {
         "method": method,
         "problem": problem.name,
@@ -89,7 +121,7 @@ def simulate_run(
         "sequential": spec.sequential,
         "strategy_options": options,
         "times": [round(t, 6) for t in loop.times],
-        "regret": [float(f"{r:.6g}") for r in loop.regrets],
+        **curve,
         "inference_regret": None if inference is None else float(f"{inference:.6g}"),
         "utilization": busy / (workers * makespan) if makespan > 0 else 1.0,
         "duplicate_rate": loop.duplicates / max(1, len(loop.proposal_seconds)),
@@ -144,7 +176,10 @@ class _Loop:
         self._best_true = np.inf
         self.noisy = isinstance(problem, NoisyProblem)
         self.X: list[np.ndarray] = []  # every evaluated point and its observed value
-        self.Y: list[float] = []
+        self.Y: list[Any] = []
+
+    def _observe(self, x: np.ndarray) -> tuple[Any, Any]:
+        return observe(self.problem, x, self.noise)
 
     def _record(self, y: float, true: float) -> None:
         if y < self._best_y:  # regret of the best *observed* point, on the true function
@@ -157,7 +192,7 @@ class _Loop:
             self.duplicates += 1
         self.seen.append(x)
         self.proposal_seconds.append(seconds)
-        y, true = observe(self.problem, x, self.noise)
+        y, true = self._observe(x)
         finish = self.clock + float(self.taus[self.submitted])
         heapq.heappush(self.events, (finish, self.submitted, handle, y, true, x))
         self.submitted += 1
@@ -180,7 +215,7 @@ class _Loop:
 
     def run(self, design: np.ndarray) -> None:
         for x in design:
-            y, true = observe(self.problem, x, self.noise)
+            y, true = self._observe(x)
             self.opt.add(x, y)
             self.seen.append(x)
             self.X.append(x)
@@ -200,6 +235,45 @@ class _Loop:
             self._fill()
 
 
+class _MOLoop(_Loop):
+    """The same loop on a problem of several objectives: ``regrets`` holds hypervolume gaps.
+
+    After every completion: ``max_hv`` less the hypervolume (w.r.t. the problem's reference
+    point) of the Pareto front of every value observed so far (noiseless, so observed = true).
+    """
+
+    problem: MOProblem
+
+    def __init__(self, problem: MOProblem, *args: Any) -> None:
+        super().__init__(problem, *args)
+        self.raw_gap = problem.max_hv  # the last gap, unclipped (negative: max_hv beaten)
+        self._values: list[np.ndarray] = []
+
+    def _observe(self, x: np.ndarray) -> tuple[Any, Any]:
+        values = self.problem(x)
+        return values, values
+
+    def _record(self, y: Any, true: Any) -> None:
+        self._values.append(np.asarray(true, dtype=float))
+        if np.all(self._values[-1] < self.problem.ref_point) or len(self._values) == 1:
+            hv = hypervolume(np.array(self._values), self.problem.ref_point)
+            self.raw_gap = self.problem.max_hv - hv
+        self.times.append(self.clock)
+        self.regrets.append(max(self.raw_gap, 0.0))
+
+    def summary(self) -> dict[str, Any]:
+        """The observed Pareto front's values and how many evaluations beat the reference point
+        in every objective (only those count toward the hypervolume)."""
+        import torch
+
+        from abo.pareto import pareto_mask
+
+        Y = np.array(self._values)
+        front = Y[pareto_mask(-torch.as_tensor(Y)).numpy()]
+        inside = int(np.all(Y < self.problem.ref_point, axis=1).sum())
+        return {"front": [[float(f"{v:.5g}") for v in row] for row in front], "inside": inside}
+
+
 # -- grids, files, processes ----------------------------------------------------------------
 Cell = tuple[str, str, int, str, int, int]  # method, problem, k, durations, budget, seed
 
@@ -211,7 +285,12 @@ def suite_cells(
     ks: Sequence[int] | None = None,
     seeds: int | None = None,
 ) -> list[Cell]:
-    """Every run of ``suite`` (restricted by the arguments); sequential methods run once at k=1."""
+    """Every run of ``suite`` (restricted by the arguments); sequential methods run once at k=1.
+
+    Each problem gets the named methods that support its number of objectives (a method of
+    one objective is not run on a problem of several, nor the reverse); naming a method that
+    fits none of the problems is an error.
+    """
     from benchmarks.methods import all_methods
 
     specs = all_methods()
@@ -222,12 +301,17 @@ def suite_cells(
     for problem in problems or ():
         if problem not in suite.budgets:
             raise ValueError(f"problem: {problem!r} is not in suite {suite.name!r}")
+    chosen = list(problems or suite.budgets)
+    fits = {p: [n for n in names if num_objectives(p) in specs[n].objectives] for p in chosen}
+    unused = [n for n in names if not any(n in fit for fit in fits.values())]
+    if unused and (methods or suite.methods):
+        raise ValueError(f"method: {', '.join(unused)} fit(s) none of the problems {chosen}")
     cells: list[Cell] = []
     # seed-major, so a run cut short still has every method on its first seeds
     for seed in range(suite.seeds if seeds is None else seeds):
-        for problem in problems or suite.budgets:
+        for problem in chosen:
             for durations in suite.durations:
-                for method in names:
+                for method in fits[problem]:
                     for k in sorted({specs[method].workers(k) for k in (ks or suite.ks)}):
                         cells.append((method, problem, k, durations, suite.budgets[problem], seed))
     return cells
@@ -289,7 +373,8 @@ def run_cells(
             f.write(json.dumps(run) + "\n")
         say(
             f"[{i}/{len(todo)}] {run['method']} {run['problem']} k={run['k']} seed={run['seed']}: "
-            f"final regret {run['regret'][-1]:.3g}, {run['wall_seconds']:.1f} s"
+            f"final {metric_name(run)} {run[metric_name(run)][-1]:.3g}, "
+            f"{run['wall_seconds']:.1f} s"
         )
     return len(todo)
 

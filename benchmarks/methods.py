@@ -15,10 +15,25 @@
   service's background refits (``refit="background"``), to check that cheap refits cost no
   regret.
 
+Problems of several objectives (``benchmarks/mo_problems.py``) get the methods that support
+their number of objectives (``MethodSpec.objectives``):
+
+* each ``abo.strategies(objectives=m)`` name, driven asynchronously (a strategy that gains
+  support for several objectives joins these cells by itself);
+* ``sync-qlognehvi``: abo's ``qlognehvi`` asked for ``q = k`` points with ``ask_batch`` only
+  when all ``k`` workers are free. ``qlognehvi`` has no joint option: the batch is built
+  sequentially greedily, each point maximising qLogNEHVI with the earlier ones of the batch
+  as ``X_pending`` (BoTorch's ``optimize_acqf(sequential=True)`` practice for qNEHVI);
+* ``optuna-gp`` / ``optuna-tpe``: the same samplers as above on an Optuna study of several
+  objectives (``GPSampler`` then uses qLogEHVI over the running trials);
+  ``optuna-nsga2``: ``NSGAIISampler`` (population: ``benchmarks/mo_methods.py``).
+
 Example:
     >>> spec = method_spec("sync-qlognei")
     >>> spec.synchronous, spec.workers(8), method_spec("seq-logei").workers(8)
     (True, 8, 1)
+    >>> sorted(method_spec("optuna-gp").objectives), sorted(method_spec("qlognehvi").objectives)
+    ([1, 2, 3, 4], [2, 3, 4])
 """
 
 from __future__ import annotations
@@ -29,10 +44,17 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.mo_methods import AboMOMethod, OptunaMOMethod
+from benchmarks.mo_problems import MOProblem
 from benchmarks.simulator import AboMethod, Method, OptunaMethod
 from benchmarks.suites import AnyProblem, NoisyProblem
 
 BASELINES = ("seq-logei", "sync-qlognei", "sync-ts", "optuna-gp", "optuna-tpe")
+MO_BASELINES = ("sync-qlognehvi", "optuna-gp", "optuna-tpe", "optuna-nsga2")
+MAX_OBJECTIVES = 4  # abo's studies take 2 to 4 objectives
+SINGLE = frozenset({1})
+SEVERAL = frozenset(range(2, MAX_OBJECTIVES + 1))
+ANY = SINGLE | SEVERAL
 REFIT_VARIANTS = ("playbook", "thompson", "aegis")  # each also as +full and +bg
 POWER_VARIANTS = (
     "auto",
@@ -58,6 +80,7 @@ class MethodSpec:
     build: Callable[[AnyProblem, int, int, int, dict[str, Any]], Method]
     synchronous: bool = False
     sequential: bool = False
+    objectives: frozenset[int] = SINGLE  # the numbers of objectives it can optimise
 
     def workers(self, k: int) -> int:
         """Workers this method actually uses in a cell with ``k`` workers."""
@@ -91,6 +114,9 @@ def _abo(
     output_transform: str = "none",
 ) -> Callable[..., Method]:
     def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
+        if isinstance(problem, MOProblem):
+            kept = {**accepted_options(strategy, options), **(fixed or {})}
+            return AboMOMethod(problem, seed, k, n0, strategy, kept, refit)  # type: ignore[return-value]
         return cls(
             problem,  # type: ignore[arg-type] - only .dim is used
             seed,
@@ -108,16 +134,28 @@ def _abo(
 
 def _optuna(sampler: str) -> Callable[..., Method]:
     def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
+        if isinstance(problem, MOProblem):
+            return OptunaMOMethod(problem, seed, k, n0, sampler)  # type: ignore[return-value]
         return OptunaMethod(problem, seed, k, n0, sampler)  # type: ignore[arg-type]
 
     return build
+
+
+def strategy_objectives(name: str) -> frozenset[int]:
+    """The numbers of objectives abo's strategy ``name`` is listed for."""
+    import abo
+
+    return frozenset(m for m in range(1, MAX_OBJECTIVES + 1) if name in abo.strategies(m))
 
 
 def all_methods() -> dict[str, MethodSpec]:
     """Name -> spec for every abo strategy and every baseline."""
     import abo
 
-    specs = {name: MethodSpec(name, _abo(name)) for name in abo.strategies(objectives=1)}
+    names = {n: None for m in range(1, MAX_OBJECTIVES + 1) for n in abo.strategies(objectives=m)}
+    specs = {
+        name: MethodSpec(name, _abo(name), objectives=strategy_objectives(name)) for name in names
+    }
     specs["seq-logei"] = MethodSpec("seq-logei", _abo("believer"), sequential=True)
     specs["sync-qlognei"] = MethodSpec(
         "sync-qlognei", _abo("qlognei", AboBatchMethod, fixed={"joint": True}), synchronous=True
@@ -128,8 +166,12 @@ def all_methods() -> dict[str, MethodSpec]:
         specs[f"{name}+bg"] = MethodSpec(f"{name}+bg", _abo(name, refit="background"))
     for name in POWER_VARIANTS:
         specs[f"{name}+power"] = MethodSpec(f"{name}+power", _abo(name, output_transform="power"))
-    specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"))
-    specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"))
+    specs["sync-qlognehvi"] = MethodSpec(
+        "sync-qlognehvi", _abo("qlognehvi"), synchronous=True, objectives=SEVERAL
+    )
+    specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"), objectives=ANY)
+    specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"), objectives=ANY)
+    specs["optuna-nsga2"] = MethodSpec("optuna-nsga2", _optuna("nsga2"), objectives=SEVERAL)
     return specs
 
 

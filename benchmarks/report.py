@@ -1,7 +1,8 @@
 """Turn JSON-lines results into Markdown tables and PNG regret plots.
 
 Per problem, duration distribution and worker count ``k``: the median and interquartile range
-of log10 simple regret at the final budget and at simulated time ``T = N/k``; the best method
+of log10 simple regret (on problems of several objectives: of the hypervolume gap, the
+run's ``metric``) at the final budget and at simulated time ``T = N/k``; the best method
 (lowest median) and every method statistically tied with it — a Wilcoxon signed-rank test
 paired by seed (the seed fixes the initial design and the durations for every method), p-values
 Holm-corrected over the comparisons with the best — are marked. Sequential runs (one worker)
@@ -21,21 +22,34 @@ from typing import Any
 import numpy as np
 from scipy.stats import wilcoxon
 
+from benchmarks.harness import metric_name as metric
 from benchmarks.harness import read_runs
 
 REGRET_FLOOR = 1e-12  # log10 of an exact hit would be -inf
 ALPHA = 0.05
 BAR = "optuna-gp"  # Optuna's GPSampler: the baseline abo has to beat
+LABELS = {"regret": "log10 regret", "hypervolume_gap": "log10 hypervolume gap"}
+"""Table and axis label of each metric (a run's ``metric``; runs without one: regret)."""
+DESCRIPTIONS = {
+    "regret": "log10 simple regret (best observed point, true function)",
+    "hypervolume_gap": "log10 hypervolume gap (the known front's hypervolume less that of "
+    "the observed points' Pareto front, both w.r.t. the problem's reference point)",
+}
 
 
 def log_regret(value: float) -> float:
     return float(np.log10(max(value, REGRET_FLOOR)))
 
 
+def curve(run: Mapping[str, Any]) -> list[float]:
+    """A run's best-so-far curve (regret or hypervolume gap), one value per completion."""
+    return list(run[metric(run)])
+
+
 def regret_at_time(run: Mapping[str, Any], t: float) -> float:
-    """Best-so-far regret among the evaluations completed by simulated time ``t``."""
+    """Best-so-far regret (or the run's metric) among the evaluations completed by time ``t``."""
     i = int(np.searchsorted(np.asarray(run["times"]), t, side="right")) - 1
-    return float(run["regret"][max(i, 0)])
+    return float(curve(run)[max(i, 0)])
 
 
 def _holm(pvalues: Sequence[float]) -> list[float]:
@@ -139,7 +153,8 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int, bar: s
     for run in members:
         by_method.setdefault(run["method"], []).append(run)
     horizon = budget / k
-    final = {m: {r["seed"]: log_regret(r["regret"][-1]) for r in rs} for m, rs in by_method.items()}
+    label = LABELS.get(metric(members[0]), f"log10 {metric(members[0])}")
+    final = {m: {r["seed"]: log_regret(curve(r)[-1]) for r in rs} for m, rs in by_method.items()}
     timed = {
         m: {r["seed"]: log_regret(regret_at_time(r, horizon)) for r in rs}
         for m, rs in by_method.items()
@@ -149,8 +164,8 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int, bar: s
     noisy = any(r.get("inference_regret") is not None for r in members)
     extra_head = " log10 inference regret at N |" if noisy else ""
     lines = [
-        f"| method | workers | seeds | log10 regret at N = {budget} | | vs {bar} | "
-        f"log10 regret at t = N/k = {horizon:g} | | vs {bar} | utilization | duplicates "
+        f"| method | workers | seeds | {label} at N = {budget} | | vs {bar} | "
+        f"{label} at t = N/k = {horizon:g} | | vs {bar} | utilization | duplicates "
         f"| median s / proposal |{extra_head}",
         "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if noisy else ""),
     ]
@@ -192,7 +207,7 @@ def plot_cell(members: Sequence[Mapping[str, Any]], k: int, budget: int, path: P
     cmap = plt.get_cmap("tab20")
     for i, (method, rs) in enumerate(sorted(by_method.items())):
         color = cmap(i % 20)
-        evals = np.array([[log_regret(v) for v in r["regret"]] for r in rs])
+        evals = np.array([[log_regret(v) for v in curve(r)] for r in rs])
         q1, med, q3 = _band(evals)
         n = np.arange(1, evals.shape[1] + 1)
         ax_n.plot(n, med, color=color, label=method)
@@ -203,8 +218,9 @@ def plot_cell(members: Sequence[Mapping[str, Any]], k: int, budget: int, path: P
         q1, med, q3 = _band(timed)
         ax_t.plot(grid, med, color=color, label=method)
         ax_t.fill_between(grid, q1, q3, color=color, alpha=0.15)
-    ax_n.set(xlabel="completed evaluations", ylabel="log10 simple regret")
-    ax_t.set(xlabel="simulated time (mean duration 1)", ylabel="log10 simple regret")
+    ylabel = {"regret": "log10 simple regret"}.get(metric(members[0]), LABELS["hypervolume_gap"])
+    ax_n.set(xlabel="completed evaluations", ylabel=ylabel)
+    ax_t.set(xlabel="simulated time (mean duration 1)", ylabel=ylabel)
     ax_t.axvline(budget / k, color="grey", lw=0.8, ls="--")
     ax_n.legend(fontsize=7, ncol=2)
     problem = members[0]["problem"]
@@ -220,6 +236,7 @@ def write_report(
     title: str = "Benchmark results",
     seeds: int | None = None,
     bar: str = BAR,
+    methods: Sequence[str] | None = None,
 ) -> str:
     """Write ``report.md`` and one PNG per cell into ``out``; return the Markdown.
 
@@ -227,16 +244,24 @@ def write_report(
 
     ``seeds``: only seeds ``0..seeds-1`` (so a run cut short reports the seeds it finished for
     every method, not a different set per method).
+
+    ``methods``: only these methods (``None``: every method in the files).
     """
-    runs = [r for r in read_runs(paths) if seeds is None or r["seed"] < seeds]
+    runs = [
+        r
+        for r in read_runs(paths)
+        if (seeds is None or r["seed"] < seeds) and (methods is None or r["method"] in methods)
+    ]
     if not runs:
         raise ValueError(f"results: no runs in {', '.join(map(str, paths))}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    metrics = sorted({metric(r) for r in runs}, key=lambda m: (m != "regret", m))
+    described = " and ".join(DESCRIPTIONS.get(m, m) for m in metrics)
     parts = [
         f"# {title}",
         "",
-        "Median [IQR] over seeds of log10 simple regret (best observed point, true function). "
+        f"Median [IQR] over seeds of {described}. "
         "`best`: lowest median; `tied`: not significantly worse than the best (Wilcoxon "
         f"signed-rank paired by seed, Holm-corrected, alpha = {ALPHA}). `vs {bar}`: the same "
         f"test of each method against `{bar}` (`better`/`worse`/`same`).",
