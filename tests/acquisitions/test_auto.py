@@ -123,9 +123,9 @@ def _trade_off_ctx(pace: float | None):
 
 
 def test_several_objectives_step_down_from_qlognehvi_to_thompson_under_a_tight_pace() -> None:
-    strategy = AutoStrategy(raw_samples=32, num_restarts=2, mc_samples=16)
-    assert [i["arm"] for i in strategy.propose(_trade_off_ctx(None), 2).info] == ["qlognehvi"] * 2
-    roomy = strategy.propose(_trade_off_ctx(pace=30.0), 2)
+    strategy = AutoStrategy(raw_samples=16, num_restarts=1, mc_samples=8)
+    assert [i["arm"] for i in strategy.propose(_trade_off_ctx(None), 1).info] == ["qlognehvi"]
+    roomy = strategy.propose(_trade_off_ctx(pace=30.0), 1)
     assert {i["arm"] for i in roomy.info} == {"qlognehvi"} and strategy.cost["qlognehvi"] > 0
     strategy.cost["qlognehvi"] = 5.0  # as if each of its points took 5 s
     tight = strategy.propose(_trade_off_ctx(pace=1.0), 3)
