@@ -6,14 +6,8 @@ import os
 import uuid
 from collections.abc import Iterator
 
-# One BLAS thread per test process (numpy's and scipy's OpenBLAS read this when they load):
-# the suite runs in three processes on two cores, and idle OpenBLAS threads spinning beside
-# them slowed the acquisition searches. Set before anything imports numpy in the workers,
-# which inherit the environment of the process that reads this file first.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 # One intra-op thread for the tests' own torch work, as abo uses for its own (abo.threads): the
 # tests' GPs are small, and two threads on a 2-core machine running Dask workers are slower.
