@@ -69,8 +69,19 @@ def _measure(
     rng = np.random.default_rng(seed)
     for x in rng.random((n, problem.dim)):
         study.add(dict(zip(names, map(float, x), strict=True)), problem(x))
+    timed_asks(study, repeats, cap, queue, lambda x: problem(x), names)
+
+
+def timed_asks(
+    study: Any, repeats: int, cap: float, queue: Any, value: Any, names: list[str]
+) -> None:
+    """Ask for ``BUSY`` busy points (the model is fitted there, untimed), say ``"ready"``, then
+    put the seconds of each of ``repeats`` asks on ``queue``, each followed by the tell of
+    ``value(x)`` for its point, until ``cap`` seconds have passed; ``None`` at the end."""
+    import numpy as np
+
     for _ in range(BUSY):
-        study.ask(n_workers=BUSY + 1)  # busy points (the model is fitted here, untimed)
+        study.ask(n_workers=BUSY + 1)
     queue.put("ready")
     started = time.perf_counter()
     for _ in range(repeats):
@@ -78,7 +89,7 @@ def _measure(
         trial = study.ask(n_workers=BUSY + 1)
         queue.put(time.perf_counter() - t0)
         x = np.array([trial.params[name] for name in names])
-        study.tell(trial.id, problem(x))  # one more completion before the next ask
+        study.tell(trial.id, value(x))  # one more completion before the next ask
         if time.perf_counter() - started > cap:
             break
     queue.put(None)

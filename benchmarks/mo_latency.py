@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-BUSY = 8
+from benchmarks.latency import BUSY, timed_asks
+
 PROBLEM = "dtlz2"
 METHODS = ("auto", "optuna-gp")
 
@@ -67,18 +68,7 @@ def _abo(n: int, repeats: int, seed: int, cap: float, queue: Any) -> None:
 
     for x in np.random.default_rng(seed).random((n, problem.dim)):
         study.add(dict(zip(names, map(float, x), strict=True)), values(x))
-    for _ in range(BUSY):
-        study.ask(n_workers=BUSY + 1)  # busy points (the first fit happens here, untimed)
-    queue.put("ready")
-    started = time.perf_counter()
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        trial = study.ask(n_workers=BUSY + 1)
-        queue.put(time.perf_counter() - t0)
-        study.tell(trial.id, values(np.array([trial.params[name] for name in names])))
-        if time.perf_counter() - started > cap:
-            break
-    queue.put(None)
+    timed_asks(study, repeats, cap, queue, values, names)
 
 
 def _optuna(n: int, repeats: int, seed: int, cap: float, queue: Any) -> None:
