@@ -86,22 +86,27 @@ class AutoStrategy:
     for asks whose pace they cannot keep (see the module).
 
     Args:
-        raw_samples, num_restarts: acquisition optimiser budget per point (every member).
-        mc_samples: quasi-MC samples of ``qlognei``'s joint posterior.
+        raw_samples, num_restarts: acquisition optimiser budget per point (every member;
+            ``None``: each member's own default).
+        mc_samples: quasi-MC samples of ``qlognei``'s and ``qlognehvi``'s joint posterior.
     """
 
     name = "auto"
     needs_model = True
 
-    def __init__(self, raw_samples: int = 512, num_restarts: int = 6, mc_samples: int = 128):
-        self.believer = BelieverStrategy(raw_samples=raw_samples, num_restarts=num_restarts)
-        self.qlognei = QLogNEIStrategy(
-            mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts
-        )
-        self.thompson = ThompsonStrategy(raw_samples=raw_samples, num_restarts=num_restarts)
-        self.qlognehvi = QLogNEHVIStrategy(
-            mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts
-        )
+    def __init__(
+        self,
+        raw_samples: int | None = None,
+        num_restarts: int | None = None,
+        mc_samples: int | None = None,
+    ):
+        given = {"raw_samples": raw_samples, "num_restarts": num_restarts}
+        budget: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        mc: dict[str, Any] = {} if mc_samples is None else {"mc_samples": mc_samples}
+        self.believer = BelieverStrategy(**budget)
+        self.qlognei = QLogNEIStrategy(**mc, **budget)
+        self.thompson = ThompsonStrategy(**budget)
+        self.qlognehvi = QLogNEHVIStrategy(**mc, **budget)
         self.cost: dict[str, float] = {}  # measured seconds per point, by member (this process)
         self.calls: dict[str, int] = {}
 
