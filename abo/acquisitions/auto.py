@@ -33,7 +33,7 @@ The member is recorded as the proposal's ``arm``.
 A study of several objectives is proposed for by ``qlognehvi``, and by ``thompson`` (one
 pathwise sample per objective, the point of largest sampled hypervolume improvement) while
 ``qlognehvi`` cannot keep the pace by the same rule: at 300 results with 8 busy points a
-qLogNEHVI point took about 8 times a Thompson point (6-D, 2 objectives, 2 cores). Without a
+qLogNEHVI point took about 5 times a Thompson point (6-D, 2 objectives, 2 cores). Without a
 pace it is ``qlognehvi`` on every ask.
 """
 
