@@ -153,8 +153,11 @@ def _serve(inp: BinaryIO, out: BinaryIO) -> None:
             reply: dict[str, Any] = {"hypers": export_hypers(fitted.model), "warm": fitted.warm}
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             reply = {"error": f"{type(exc).__name__}: {exc}"}
-        pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
-        out.flush()
+        try:
+            pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
+            out.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the parent exited while this fit ran: nobody to reply to
 
 
 def main() -> None:
@@ -163,3 +166,7 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     _serve(sys.stdin.buffer, out)
+    try:
+        out.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the parent went first; the reply it no longer wanted is dropped

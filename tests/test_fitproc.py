@@ -51,3 +51,27 @@ def test_a_failed_fit_is_reported_with_its_reason_and_the_child_lives_on() -> No
         assert proc.pid == pid and hypers  # the same child served the next fit
     finally:
         proc.close()
+
+
+def test_a_child_whose_parent_left_mid_fit_exits_quietly() -> None:
+    """The parent's end of the reply pipe closes while a fit runs (the parent exited): the child
+    drops the reply and exits 0, without a BrokenPipeError traceback on stderr."""
+    import pickle
+    import subprocess
+    import sys
+
+    X = torch.rand(30, 2, dtype=torch.double, generator=torch.Generator().manual_seed(0))
+    Y = X.sum(-1, keepdim=True)
+    request = {"X": X, "Y": Y, "noise": "auto", "hypers": None, "full": True, "seed": 0,
+               "threads": 1}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from abo.fitproc import main; main()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # nobody will read the reply
+    pickle.dump(request, proc.stdin)
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0
+    err = proc.stderr.read().decode()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
