@@ -121,6 +121,8 @@ def study_summary(storage: Storage, record: StudyRecord) -> dict[str, Any]:
     for t in trials:
         states[t.state.value] += 1
     best = best_trial(trials, record.spec)
+    objs = record.spec.objectives
+    front = len(pareto_trials(trials, objs)) if len(objs) > 1 else None
     spec = clean(record.spec.to_json())
     return {
         "name": record.name,
@@ -135,4 +137,5 @@ def study_summary(storage: Storage, record: StudyRecord) -> dict[str, Any]:
         "n_trials": len(trials),
         "states": states,
         "best": trial_json(best) if best is not None else None,
+        "front_size": front,  # several objectives: the done trials on the Pareto front
     }

@@ -317,13 +317,16 @@ def _emit(rows: list[dict[str, Any]], fmt: Format, title: str, data: Any = None)
     make_console(min_width=120).print(table)
 
 
-def _trial_row(t: Trial) -> dict[str, Any]:
+def _trial_row(t: Trial, multi: bool = False) -> dict[str, Any]:
+    """A trial as a table row; of a study of several objectives (``multi``), its values by
+    objective and no ``value`` column (such a trial has no single value)."""
     proposal = t.proposal
-    values = {f"values.{k}": v for k, v in t.values.items()} if len(t.values) > 1 else {}
+    values = {f"values.{k}": v for k, v in t.values.items()} if multi or len(t.values) > 1 else {}
+    single = {} if multi else {"value": t.value}
     return {
         "id": t.id,
         "state": t.state.value,
-        "value": t.value,
+        **single,
         **values,
         "duration": t.duration,
         "strategy": proposal.strategy if proposal else "",
@@ -417,7 +420,11 @@ def studies(
             "direction": s["direction"],
             "trials": s["n_trials"],
             **{st.value: s["states"].get(st.value, 0) for st in TrialState},
-            "best": (s.get("best") or {}).get("value"),
+            "best": (
+                f"front of {s['front_size']}"
+                if s.get("front_size") is not None
+                else (s.get("best") or {}).get("value")
+            ),
         }
         for s in data
     ]
@@ -444,7 +451,8 @@ def trials(
     source, name = _target(study, storage, url, token)
     found = _run(lambda: source.study(name))
     listed = [t for t in _run(lambda: found.trials) if not wanted or t.state.value in wanted]
-    rows = [_trial_row(t) for t in listed]
+    multi = len(found.spec.objectives) > 1
+    rows = [_trial_row(t, multi) for t in listed]
     _emit(rows, format, f"trials of {name}", [t.to_dict() for t in listed])
 
 
@@ -465,7 +473,8 @@ def best(
             print_error(f"name: study {name!r} has no done trial yet")
             raise typer.Exit(1)
         title = f"Pareto front of {name} ({len(front)} trials)"
-        _emit([_trial_row(t) for t in front], format, title, [t.to_dict() for t in front])
+        rows = [_trial_row(t, multi=True) for t in front]
+        _emit(rows, format, title, [t.to_dict() for t in front])
         return
     trial = _run(lambda: found.best)
     if trial is None:

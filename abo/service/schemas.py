@@ -240,6 +240,11 @@ class StudyOut(BaseModel):
     n_trials: int
     states: dict[str, int]
     best: TrialOut | None = None
+    front_size: int | None = Field(
+        None,
+        description="Several objectives: how many done trials are on the Pareto front "
+        "(`best` is then null: no single trial is best).",
+    )
 
 
 class StudyList(BaseModel):

@@ -120,6 +120,11 @@ def test_best_of_two_objectives_is_the_pareto_front(
     rows = list(csv.DictReader(io.StringIO(_ok(["best", name, *opts, "--format", "csv"]))))
     assert [int(r["id"]) for r in rows] == [1, 2, 3, 4, 5]
     assert {"values.loss", "values.cost"} <= set(rows[0])
+    assert "value" not in rows[0]  # no single value: no column that is always empty
+    listed = list(csv.DictReader(io.StringIO(_ok(["trials", name, *opts, "--format", "csv"]))))
+    assert len(listed) == 6 and "value" not in listed[0] and listed[5]["values.loss"] != ""
+    studies = list(csv.DictReader(io.StringIO(_ok(["studies", *opts, "--format", "csv"]))))
+    assert {r["name"]: r["best"] for r in studies}[name] == "front of 5"
     assert "Pareto front" in _ok(["best", name, *opts])
     png = tmp_path / "front.png"
     assert _ok(["plot", name, *opts, "--kind", "pareto", "--out", str(png)]).strip() == str(png)
