@@ -294,7 +294,7 @@ def suite_cells(
     from benchmarks.methods import all_methods
 
     specs = all_methods()
-    default = [name for name in specs if "+" not in name]  # refit variants: only by name
+    default = [name for name in specs if "+" not in name]  # variants (+full, +ref, ...): by name
     names = list(methods or suite.methods or default)
     for name in names:
         method_spec(name)

@@ -27,7 +27,7 @@ their number of objectives (``MethodSpec.objectives``):
 * ``optuna-gp`` / ``optuna-tpe``: the same samplers as above on an Optuna study of several
   objectives (``GPSampler`` then uses qLogEHVI over the running trials);
   ``optuna-nsga2``: ``NSGAIISampler`` (population: ``benchmarks/mo_methods.py``);
-* ``auto-ref``: the default strategy on a study that declares the problem's reference point
+* ``auto+ref``: the default strategy on a study that declares the problem's reference point
   (``reference_point=``), beside ``auto``'s own rule, to show what declaring it is worth.
 
 Example:
@@ -140,7 +140,7 @@ def _abo_declared(strategy: str) -> Callable[..., Method]:
 
     def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
         if not isinstance(problem, MOProblem):
-            raise ValueError(f"{strategy}-ref: a method for problems of several objectives")
+            raise ValueError(f"{strategy}+ref: a method for problems of several objectives")
         kept = accepted_options(strategy, options)
         return AboMOMethod(problem, seed, k, n0, strategy, kept, declare_reference=True)  # type: ignore[return-value]
 
@@ -184,7 +184,7 @@ def all_methods() -> dict[str, MethodSpec]:
     specs["sync-qlognehvi"] = MethodSpec(
         "sync-qlognehvi", _abo("qlognehvi"), synchronous=True, objectives=SEVERAL
     )
-    specs["auto-ref"] = MethodSpec("auto-ref", _abo_declared("auto"), objectives=SEVERAL)
+    specs["auto+ref"] = MethodSpec("auto+ref", _abo_declared("auto"), objectives=SEVERAL)
     specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"), objectives=ANY)
     specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"), objectives=ANY)
     specs["optuna-nsga2"] = MethodSpec("optuna-nsga2", _optuna("nsga2"), objectives=SEVERAL)

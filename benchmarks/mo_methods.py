@@ -8,7 +8,7 @@ point instead of one number.
   ``noise="deterministic"``, asked with ``study.ask(n_workers=k)`` (or ``ask_batch``). The
   study's own reference point is used (the rule of ``abo.pareto``: beyond the worst values of
   the initial design), as a user would get it; the problem's reference point is only for
-  scoring. ``declare_reference=True`` (the ``auto-ref`` method) declares the problem's
+  scoring. ``declare_reference=True`` (the ``auto+ref`` method) declares the problem's
   reference point instead, as a user who knows it would (``reference_point=``).
 * ``OptunaMOMethod``: an Optuna study with ``directions = ["minimize"] * m``; asked trials stay
   RUNNING until told, so samplers that look at running trials (``GPSampler``'s qLogEHVI,
@@ -75,7 +75,7 @@ class AboMOMethod:
             noise="deterministic",
             strategy_options=strategy_options,
             refit=refit,
-            # what a user who knows the problem's reference point declares (``auto-ref``)
+            # what a user who knows the problem's reference point declares (``auto+ref``)
             reference_point=(
                 dict(zip(self._outcomes, map(float, problem.ref_point), strict=True))
                 if declare_reference

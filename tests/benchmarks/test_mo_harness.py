@@ -136,3 +136,17 @@ def test_the_speed_table_states_ratios_against_gpsampler() -> None:
     text = table(rows, 300)
     assert "| auto | 20 | 0.500 | 1.000 | 0.25x | 0.40x |" in text
     assert "| optuna-gp | 5 (capped) | 2.000 | 2.500 | 1.00x | 1.00x |" in text
+
+
+def test_auto_ref_declares_the_problems_reference_point_and_runs_only_by_name() -> None:
+    from benchmarks.methods import method_spec
+    from benchmarks.suites import get_problem
+
+    problem = get_mo_problem("zdt2")
+    method = method_spec("auto+ref").build(problem, 0, 2, 4, {"raw_samples": 64})
+    declared = dict(method.study.spec.reference_point)
+    assert declared == {"f1": float(problem.ref_point[0]), "f2": float(problem.ref_point[1])}
+    plain = method_spec("auto").build(problem, 0, 2, 4, {})
+    assert plain.study.spec.reference_point is None  # the study's own rule
+    with pytest.raises(ValueError, match="several objectives"):
+        method_spec("auto+ref").build(get_problem("branin"), 0, 2, 4, {})
