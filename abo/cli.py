@@ -15,7 +15,7 @@ import time
 from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Group
@@ -37,10 +37,16 @@ app = typer.Typer(
 err = make_console(stderr=True)
 
 
-class Progress:
-    """A live panel: completed / running / failed, best so far, elapsed."""
+def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Whether utilities ``a`` are at least ``b``'s everywhere and better somewhere."""
+    return all(x >= y for x, y in zip(a, b, strict=True)) and a != b
 
-    def __init__(self, total: int, direction: str, workers: int = 0) -> None:
+
+class Progress:
+    """A live panel: completed / running / failed, best so far (of several objectives: the
+    size of the Pareto front so far), elapsed."""
+
+    def __init__(self, total: int, direction: str, workers: int = 0, objectives: Any = ()) -> None:
         self.total = total
         self.direction = direction
         self.workers = workers
@@ -48,7 +54,20 @@ class Progress:
         self.done = self.failed = self.lost = self.running = 0
         self.best: float | None = None
         self.best_id: int | None = None
+        self.objectives = tuple(objectives) if direction == "multi" else ()
+        self.front: list[tuple[float, ...]] = []  # utilities of the front so far
         self.start = time.time()
+
+    def _join_front(self, values: Any) -> None:
+        """Add a done trial's values to the front so far: kept if nothing there dominates it,
+        dropping what it dominates (each update costs the front's size, not the study's)."""
+        try:
+            u = tuple(o.sign * float(values[o.name]) for o in self.objectives)
+        except (KeyError, TypeError, ValueError):
+            return
+        if any(_dominates(f, u) for f in self.front):
+            return
+        self.front = [f for f in self.front if not _dominates(u, f)] + [u]  # ties all stay
 
     def update(self, study: object, trial: object) -> None:
         from abo.trial import TrialState
@@ -57,6 +76,8 @@ class Progress:
         self.busy += float(trial.info.get("eval_seconds", 0.0))  # type: ignore[attr-defined]
         if state is TrialState.DONE:
             self.done += 1
+            if self.objectives:
+                self._join_front(trial.values)  # type: ignore[attr-defined]
             value = trial.value  # type: ignore[attr-defined]
             better = value is not None and (
                 self.best is None
@@ -79,9 +100,13 @@ class Progress:
             f"lost {self.lost}",
             f"elapsed {time.time() - self.start:5.1f} s",
         )
-        best = "—" if self.best is None else f"{self.best:.6g} (trial {self.best_id})"
         elapsed = max(1e-9, time.time() - self.start)
         util = f"utilization ≥{self.busy / (self.workers * elapsed):.2f}" if self.workers else ""
+        if self.objectives:
+            front = f"Pareto front {len(self.front)} trial{'s' if len(self.front) != 1 else ''}"
+            table.add_row(Text(f"so far: {front}", style="green"), util)
+            return Group(table)
+        best = "—" if self.best is None else f"{self.best:.6g} (trial {self.best_id})"
         table.add_row(Text(f"best so far {best}", style="green"), util)
         return Group(table)
 
@@ -171,7 +196,9 @@ def demo(
         objective = functools.partial(
             slow_hartmann6, min_seconds=min_seconds, max_seconds=max_seconds
         )
-        progress = Progress(trials, study.direction, workers=workers)
+        progress = Progress(
+            trials, study.direction, workers=workers, objectives=study.spec.objectives
+        )
         with DaskExecutor(n_workers=workers) as executor:
             progress.start = time.time()
             with Live(
@@ -280,7 +307,7 @@ def run(
             return
         objective = build_objective(spec)
         executor = build_executor(spec)
-        progress = Progress(remaining, study.direction, workers=executor.n_workers)
+        progress = Progress(remaining, study.direction, executor.n_workers, study.spec.objectives)
         try:
             callback = progress.update if not quiet else _log_trial
             with (

@@ -264,3 +264,27 @@ def test_bench_is_not_an_abo_command_and_benchmarks_run_from_a_checkout(tmp_path
         [sys.executable, "-m", "benchmarks", "--help"], cwd=ROOT, capture_output=True, text=True
     )
     assert help_.returncode == 0 and "latency" in help_.stdout, help_.stderr
+
+
+def test_the_live_panel_of_several_objectives_counts_the_front_so_far() -> None:
+    """``abo run``'s panel shows, for a study of several objectives, how many done trials are
+    on the front so far: the same count as ``best_trials`` after every result, ties kept."""
+    from rich.console import Console
+
+    from abo.cli import Progress
+
+    study = abo.create_study(
+        abo.Space({"x": abo.Float(0, 1)}), outcomes={"loss": "minimize", "gain": "maximize"},
+        strategy="random", seed=0,
+    )  # fmt: skip
+    progress = Progress(8, study.direction, workers=2, objectives=study.spec.objectives)
+    told = [(0.5, 0.5), (0.4, 0.4), (0.6, 0.9), (0.4, 0.4), (0.1, 0.1), (0.2, 0.95), (0.9, 0.1)]
+    for loss, gain in told:  # (0.2, 0.95) dominates (0.5, 0.5), (0.6, 0.9) and (0.4, 0.4) twice
+        trial = study.ask()
+        study.tell(trial.id, {"loss": loss, "gain": gain})
+        progress.update(study, study.trial(trial.id))
+        assert len(progress.front) == len(study.best_trials)
+    assert len(progress.front) == 2  # (0.1, 0.1) and (0.2, 0.95)
+    console = Console(width=100, record=True)
+    console.print(progress)
+    assert "Pareto front 2 trials" in console.export_text()
