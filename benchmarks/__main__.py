@@ -39,7 +39,7 @@ def _report(args: argparse.Namespace) -> int:
 
     text = write_report(
         args.results, args.out, title=args.title, seeds=args.seeds, bar=args.bar,
-        methods=args.methods,
+        methods=args.methods, problems=args.problems,
     )  # fmt: skip
     print(text)
     return 0
@@ -95,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--seeds", type=int, default=None, help="only seeds 0..N-1")
     rep.add_argument("--bar", default="optuna-gp", help="the method the others are tested against")
     rep.add_argument("--methods", nargs="+", default=None, help="only these methods")
+    rep.add_argument("--problems", nargs="+", default=None, help="only these problems")
     rep.set_defaults(func=_report)
 
     lat = sub.add_parser("latency", help="Study.ask() seconds against the number of observations")

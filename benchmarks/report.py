@@ -237,6 +237,7 @@ def write_report(
     seeds: int | None = None,
     bar: str = BAR,
     methods: Sequence[str] | None = None,
+    problems: Sequence[str] | None = None,
 ) -> str:
     """Write ``report.md`` and one PNG per cell into ``out``; return the Markdown.
 
@@ -245,12 +246,14 @@ def write_report(
     ``seeds``: only seeds ``0..seeds-1`` (so a run cut short reports the seeds it finished for
     every method, not a different set per method).
 
-    ``methods``: only these methods (``None``: every method in the files).
+    ``methods``, ``problems``: only these (``None``: every one in the files).
     """
     runs = [
         r
         for r in read_runs(paths)
-        if (seeds is None or r["seed"] < seeds) and (methods is None or r["method"] in methods)
+        if (seeds is None or r["seed"] < seeds)
+        and (methods is None or r["method"] in methods)
+        and (problems is None or r["problem"] in problems)
     ]
     if not runs:
         raise ValueError(f"results: no runs in {', '.join(map(str, paths))}")

@@ -126,6 +126,8 @@ def test_the_report_tables_the_gap_beside_old_regret_runs(tmp_path: Path) -> Non
     assert len(read_runs([path])) == len(runs) + 2
     only = write_report([path], tmp_path / "only", bar="random", methods=["random"])
     assert "| random |" in only and "optuna-tpe" not in only
+    mo_only = write_report([path], tmp_path / "mo", bar="random", problems=["branincurrin"])
+    assert "hypervolume gap" in mo_only and "log10 regret" not in mo_only
 
 
 def test_the_speed_table_states_ratios_against_gpsampler() -> None:
