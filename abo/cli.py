@@ -37,11 +37,6 @@ app = typer.Typer(
 err = make_console(stderr=True)
 
 
-def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    """Whether utilities ``a`` are at least ``b``'s everywhere and better somewhere."""
-    return all(x >= y for x, y in zip(a, b, strict=True)) and a != b
-
-
 class Progress:
     """A live panel: completed / running / failed, best so far (of several objectives: the
     size of the Pareto front so far), elapsed."""
@@ -59,15 +54,18 @@ class Progress:
         self.start = time.time()
 
     def _join_front(self, values: Any) -> None:
-        """Add a done trial's values to the front so far: kept if nothing there dominates it,
-        dropping what it dominates (each update costs the front's size, not the study's)."""
+        """Add a done trial's values to the front so far (``abo.pareto``'s rule over the front
+        and the new point: each update costs the front's size, not the study's)."""
+        import torch
+
+        from abo.pareto import pareto_mask
+
         try:
-            u = tuple(o.sign * float(values[o.name]) for o in self.objectives)
+            u = [o.sign * float(values[o.name]) for o in self.objectives]
         except (KeyError, TypeError, ValueError):
             return
-        if any(_dominates(f, u) for f in self.front):
-            return
-        self.front = [f for f in self.front if not _dominates(u, f)] + [u]  # ties all stay
+        U = torch.tensor([*self.front, u], dtype=torch.double)
+        self.front = [tuple(row) for row in U[pareto_mask(U)].tolist()]
 
     def update(self, study: object, trial: object) -> None:
         from abo.trial import TrialState

@@ -80,15 +80,13 @@ class JointPosterior(GPyTorchModel):
         with torch.no_grad():
             self._prefix = B.detach()
             self._prefix_blocks = []
-            for gp, (alpha, root, _, _) in zip(self.gps, self._pieces, strict=True):
+            for i, gp in enumerate(self.gps):
+                alpha, root = self._pieces[i][:2]
+                mean, cov, cr = self._moments(i, self._prefix)
                 Bt = gp.transform_inputs(self._prefix)
-                cross = gp.covar_module(Bt, gp.train_inputs[0]).to_dense()
-                cr = cross @ root.to(cross)
-                mean = gp.mean_module(Bt) + cross @ alpha.to(cross)
-                cov = gp.covar_module(Bt).to_dense() - cr @ cr.T
                 against = torch.cat([gp.train_inputs[0], Bt])  # one kernel call for both
-                solves = torch.cat([alpha.unsqueeze(-1), root], dim=-1).to(cross)  # n x (1 + r)
-                self._prefix_blocks.append((cr, mean, 0.5 * (cov + cov.T), against, solves))
+                solves = torch.cat([alpha.unsqueeze(-1), root], dim=-1).to(cr)  # n x (1 + r)
+                self._prefix_blocks.append((cr, mean, cov, against, solves))
 
     def _starts_with_prefix(self, X: Tensor) -> bool:
         P = self._prefix
@@ -117,10 +115,7 @@ class JointPosterior(GPyTorchModel):
         known = self._starts_with_prefix(X)
         mvns = []
         for i in output_indices or range(self._num_outputs):
-            if known:
-                mean, cov = self._after_prefix(i, X)
-            else:
-                mean, cov = self._moments(i, X)
+            mean, cov = self._after_prefix(i, X) if known else self._moments(i, X)[:2]
             loc, scale = self._pieces[i][2:]
             # a linear operator, not a tensor: torch's own MultivariateNormal would factor it
             mvns.append(MultivariateNormal(loc + scale * mean, DenseLinearOperator(scale**2 * cov)))
@@ -128,15 +123,16 @@ class JointPosterior(GPyTorchModel):
             return GPyTorchPosterior(mvns[0])
         return GPyTorchPosterior(MultitaskMultivariateNormal.from_independent_mvns(mvns=mvns))
 
-    def _moments(self, i: int, X: Tensor) -> tuple[Tensor, Tensor]:
-        """Standardised joint mean and covariance of output ``i`` at ``batch x t x d``."""
+    def _moments(self, i: int, X: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Standardised joint mean and covariance of output ``i`` at ``batch x t x d``, and
+        the points' kernel rows times the root (``k(x, X) R``, what ``remember`` keeps)."""
         gp, (alpha, root, _, _) = self.gps[i], self._pieces[i]
         Xt = gp.transform_inputs(X)
         cross = gp.covar_module(Xt, gp.train_inputs[0]).to_dense()  # b x t x n
         cr = cross @ root.to(cross)
         mean = gp.mean_module(Xt) + cross @ alpha.to(cross)
         cov = gp.covar_module(Xt).to_dense() - cr @ cr.transpose(-1, -2)
-        return mean, 0.5 * (cov + cov.transpose(-1, -2))
+        return mean, 0.5 * (cov + cov.transpose(-1, -2)), cr
 
     def _after_prefix(self, i: int, X: Tensor) -> tuple[Tensor, Tensor]:
         """``_moments`` for points that start with the remembered baseline: only the rows of
