@@ -1,9 +1,11 @@
 """What a study measures: its named outcomes, and how a told result is checked against them.
 
-A study declares its outcomes once. Today an outcome is an ``Objective`` (a number to minimise
-or maximise); the JSON form carries a ``kind`` so that constraints and fidelities can join as
-other kinds without changing how studies are stored. Every study has at least one objective;
-a study of one objective is told a plain number, a study of several a dict by name.
+A study declares its outcomes once. An outcome is an ``Objective`` (a number to minimise or
+maximise) or a ``Constraint`` (a number that must stay on one side of a bound, known only
+after the run: ``"stress <= 250"``); the JSON form carries a ``kind`` so that fidelities can
+join as another kind without changing how studies are stored. Every study has at least one
+objective; a study of one outcome is told a plain number, otherwise a dict by name. A trial is
+feasible when every constraint holds.
 
 Example:
     >>> outcomes = parse_outcomes({"error": "minimize", "latency_ms": "minimize"})
@@ -11,6 +13,9 @@ Example:
     ['error', 'latency_ms']
     >>> check_values({"error": 0.12, "latency_ms": 31}, outcomes)
     {'error': 0.12, 'latency_ms': 31.0}
+    >>> outcomes = parse_outcomes({"loss": "minimize", "stress": "<= 250"})
+    >>> [o.kind for o in outcomes], feasible({"loss": 0.3, "stress": 260.0}, outcomes)
+    (['objective', 'constraint'], False)
 """
 
 from __future__ import annotations
@@ -45,12 +50,7 @@ class Objective:
     kind = "objective"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise AboError(
-                f"outcomes: {self.name!r} is not a valid outcome name (1-64 letters, digits, "
-                "'_', '.' or '-', starting with a letter or '_')",
-                field="outcomes",
-            )
+        _check_name(self.name)
         if self.direction not in DIRECTIONS:
             raise AboError(
                 f"outcomes.{self.name}.direction: expected 'minimize' or 'maximize', "
@@ -71,15 +71,100 @@ class Objective:
         return {"name": self.name, "kind": self.kind, "direction": self.direction}
 
 
-Outcome = Objective  # the one kind so far; constraints and fidelities join as other kinds
+OPERATORS = ("<=", ">=")
+_CONSTRAINT = re.compile(r"^\s*(<=|>=)\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A measured number that must satisfy ``value <= bound`` (``op="<="``) or ``>=``.
+
+    Told with the objectives; a trial is feasible when every constraint holds. The model of a
+    constraint is a GP of its slack (``bound - value`` for ``<=``, ``value - bound`` for
+    ``>=``): non-negative where it holds.
+
+    Example:
+        >>> c = Constraint("stress", "<=", 250)
+        >>> c.holds(249.0), c.slack(260.0), str(c)
+        (True, -10.0, 'stress <= 250.0')
+    """
+
+    name: str
+    op: str = "<="
+    bound: float = 0.0
+
+    kind = "constraint"
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if self.op not in OPERATORS:
+            raise AboError(
+                f"outcomes.{self.name}.op: expected '<=' or '>=', got {self.op!r}",
+                field=f"outcomes.{self.name}.op",
+            )
+        bound = check_number(self.bound, f"outcomes.{self.name}.bound")
+        object.__setattr__(self, "bound", bound)
+
+    def slack(self, value: float) -> float:
+        """How far ``value`` is inside the bound (negative: by how much it violates it)."""
+        return self.bound - value if self.op == "<=" else value - self.bound
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` satisfies the constraint (the bound itself does)."""
+        return self.slack(value) >= 0.0
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.op} {self.bound!r}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "op": self.op, "bound": self.bound}
+
+
+Outcome = Objective | Constraint  # fidelities may join as another kind
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise AboError(
+            f"outcomes: {name!r} is not a valid outcome name (1-64 letters, digits, "
+            "'_', '.' or '-', starting with a letter or '_')",
+            field="outcomes",
+        )
+
+
+def _parse_string(name: str, spec: str) -> Outcome:
+    """``"minimize"``/``"maximize"`` (an objective) or ``"<= 250"``/``">= 0.9"`` (a constraint)."""
+    if spec in DIRECTIONS:
+        return Objective(name, spec)
+    if not spec.lstrip().startswith(("<", ">")):
+        raise AboError(
+            f"outcomes.{name}.direction: expected 'minimize' or 'maximize' (or a constraint "
+            f"such as '<= 250'), got {spec!r}",
+            field=f"outcomes.{name}.direction",
+        )
+    match = _CONSTRAINT.match(spec)
+    if match is None:
+        raise AboError(
+            f"outcomes.{name}: expected 'minimize', 'maximize' or a constraint such as "
+            f"'<= 250' or '>= 0.9', got {spec!r}",
+            field=f"outcomes.{name}",
+        )
+    try:
+        bound = float(match.group(2))
+    except ValueError:
+        raise AboError(
+            f"outcomes.{name}: the bound of {spec!r} is not a number", field=f"outcomes.{name}"
+        ) from None
+    return Constraint(name, match.group(1), bound)
 
 
 def parse_outcomes(data: Any, direction: str | None = None) -> tuple[Outcome, ...]:
     """Outcomes from any accepted form, checked.
 
     Accepted: ``None`` (one objective called ``value``, minimised unless ``direction``
-    says otherwise), a dict of name to direction (``{"error": "minimize"}``), a list of
-    ``Objective`` objects or of their JSON dicts, or one ``Objective``.
+    says otherwise), a dict of name to direction or constraint (``{"error": "minimize",
+    "memory_gb": "<= 40"}``), a list of ``Objective``/``Constraint`` objects or of their JSON
+    dicts, or one ``Objective``.
     """
     if data is None:
         return (Objective(DEFAULT_NAME, direction or "minimize"),)
@@ -89,24 +174,24 @@ def parse_outcomes(data: Any, direction: str | None = None) -> tuple[Outcome, ..
         items = []
         for name, spec in data.items():
             if isinstance(spec, str):
-                items.append(Objective(name, spec))
+                items.append(_parse_string(name, spec))
             elif isinstance(spec, Mapping):
                 items.append(_from_json({"name": name, **spec}))
             else:
                 raise AboError(
-                    f"outcomes.{name}: expected a direction ('minimize' or 'maximize'), "
-                    f"got {spec!r}",
+                    f"outcomes.{name}: expected a direction ('minimize' or 'maximize') or a "
+                    f"constraint ('<= 250'), got {spec!r}",
                     field=f"outcomes.{name}",
                 )
     elif isinstance(data, Sequence) and not isinstance(data, str | bytes):
-        items = [o if isinstance(o, Objective) else _from_json(o) for o in data]
+        items = [o if isinstance(o, Objective | Constraint) else _from_json(o) for o in data]
     else:
         raise AboError(
             f"outcomes: expected a dict of name to direction or a list of objectives, "
             f"got {type(data).__name__}",
             field="outcomes",
         )
-    if not items:
+    if not any(o.kind == "objective" for o in items):
         raise AboError("outcomes: a study needs at least one objective", field="outcomes")
     if len(items) > MAX_OUTCOMES:
         raise AboError(f"outcomes: at most {MAX_OUTCOMES}, got {len(items)}", field="outcomes")
@@ -115,7 +200,8 @@ def parse_outcomes(data: Any, direction: str | None = None) -> tuple[Outcome, ..
     if duplicated:
         first = duplicated[0]
         raise AboError(f"outcomes.{first}: declared twice", field=f"outcomes.{first}")
-    if direction is not None and (len(items) != 1 or items[0].direction != direction):
+    objs = [o for o in items if o.kind == "objective"]
+    if direction is not None and (len(objs) != 1 or objs[0].direction != direction):
         raise AboError(
             "direction: give the direction of each objective in outcomes, not both",
             field="direction",
@@ -128,17 +214,26 @@ def _from_json(data: Any) -> Outcome:
         raise AboError(f"outcomes: expected an objective, got {data!r}", field="outcomes")
     name = data.get("name")
     kind = data.get("kind", "objective")
-    if kind != "objective":
+    keys = {
+        "objective": ("name", "kind", "direction"),
+        "constraint": ("name", "kind", "op", "bound"),
+    }
+    if kind not in keys:
         raise AboError(
-            f"outcomes.{name}.kind: {kind!r} is not a known kind of outcome (known: objective)",
+            f"outcomes.{name}.kind: {kind!r} is not a known kind of outcome (known: "
+            "objective, constraint)",
             field=f"outcomes.{name}.kind",
         )
-    unknown = sorted(set(data) - {"name", "kind", "direction"})
+    unknown = sorted(set(data) - set(keys[kind]))
     if unknown:
         raise AboError(
-            f"outcomes.{name}.{unknown[0]}: unknown key (known: name, kind, direction)",
+            f"outcomes.{name}.{unknown[0]}: unknown key (known: {', '.join(keys[kind])})",
             field=f"outcomes.{name}.{unknown[0]}",
         )
+    if kind == "constraint":
+        if "bound" not in data:
+            raise AboError(f"outcomes.{name}.bound: missing", field=f"outcomes.{name}.bound")
+        return Constraint(name, data.get("op", "<="), data["bound"])  # type: ignore[arg-type]
     return Objective(name, data.get("direction", "minimize"))  # type: ignore[arg-type]
 
 
@@ -148,7 +243,24 @@ def outcomes_to_json(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
 
 def objectives(outcomes: Sequence[Outcome]) -> tuple[Objective, ...]:
     """The outcomes that are objectives, in declaration order."""
-    return tuple(o for o in outcomes if o.kind == "objective")
+    return tuple(o for o in outcomes if isinstance(o, Objective))
+
+
+def constraints(outcomes: Sequence[Outcome]) -> tuple[Constraint, ...]:
+    """The outcomes that are constraints, in declaration order."""
+    return tuple(o for o in outcomes if isinstance(o, Constraint))
+
+
+def feasible(values: Mapping[str, Any], outcomes: Sequence[Outcome]) -> bool:
+    """Whether every constraint holds for the told ``values`` (a missing or non-finite
+    constraint value does not hold); ``True`` for a study without constraints."""
+    for c in constraints(outcomes):
+        v = values.get(c.name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            return False
+        if not c.holds(float(v)):
+            return False
+    return True
 
 
 def check_number(value: Any, field: str = "value") -> float:

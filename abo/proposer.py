@@ -37,6 +37,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
+from abo.acquisitions.feasibility import Feasibility
 from abo.exceptions import AboWarning, StrategyError, SurrogateFitError
 from abo.refit import ModelManager, data_key
 from abo.registry import make_strategy
@@ -85,6 +86,15 @@ class Proposer:
         ]
         self.multi = len(spec.objectives) > 1
         self.objective_models = [self.models, *others]  # one GP per objective
+        self.constraint_models = [  # one GP per outcome constraint, of its slack
+            ModelManager(
+                noise="auto",
+                mode=refit or spec.refit,
+                max_staleness=spec.max_staleness,
+                max_exact=spec.max_exact,
+            )
+            for _ in spec.constraints
+        ]
         self._units: dict[int, list[float]] = {}
 
     # -- encoding -----------------------------------------------------------------------------
@@ -121,6 +131,31 @@ class Proposer:
         Y = utilities + ([worst] * len(failed) if utilities else [])
         Y_t = torch.tensor(Y, dtype=torch.double).reshape(-1, len(objs))
         return observed, self.unit(observed), Y_t
+
+    def constraint_data(
+        self, trials: Sequence[Trial], observed: Sequence[Trial]
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The constraints' model data: the done trials that told every constraint, their
+        ``n x c`` slacks (``>= 0`` where a constraint holds), and per row of ``observed`` (the
+        objective's data) whether that trial was feasible (failed ones are not)."""
+        cons = self.spec.constraints
+        told = [
+            t
+            for t in trials
+            if t.state is TrialState.DONE and all(c.name in t.values for c in cons)
+        ]
+        S = torch.tensor(
+            [[c.slack(t.values[c.name]) for c in cons] for t in told], dtype=torch.double
+        ).reshape(-1, len(cons))
+        feasible = torch.tensor(
+            [
+                t.state is TrialState.DONE
+                and all(c.name in t.values and c.holds(t.values[c.name]) for c in cons)
+                for t in observed
+            ],
+            dtype=torch.bool,
+        )
+        return self.unit(told), S, feasible
 
     def model_data(
         self, trials: Sequence[Trial]
@@ -171,7 +206,10 @@ class Proposer:
             if stored_model(trials) is None:
                 observed, X, Y, _ = self.model_data(trials)
                 key = tuple(t.id for t in observed)
-                fitting = [f.first_fit_running(key, X, y) for f, y in self._fitters(Y)]
+                fitting = [
+                    f.first_fit_running(key, X_f, y)
+                    for f, X_f, y in self._fitters(trials, observed, X, Y)
+                ]
                 if any(fitting):
                     n_sobol = m  # a hurried caller's workers would wait for the first fit
 
@@ -181,8 +219,8 @@ class Proposer:
             # a hurried caller will want the model soon: fit it in the background meanwhile
             if done >= MIN_OBSERVATIONS:
                 observed, X, Y, _ = self.model_data(trials)
-                for fitter, y in self._fitters(Y):
-                    fitter.prefit(tuple(t.id for t in observed), X, y)
+                for fitter, X_f, y in self._fitters(trials, observed, X, Y):
+                    fitter.prefit(tuple(t.id for t in observed), X_f, y)
             else:
                 self.models.warm_up(space.dim)
         if n_sobol:
@@ -199,11 +237,20 @@ class Proposer:
         X_all, records = self._deduplicate(torch.cat(X_new), trials, seed, records)
         return [(space.from_unit(x), r) for x, r in zip(X_all, records, strict=True)]
 
-    def _fitters(self, Y: Tensor) -> list[tuple[ModelManager, Tensor]]:
-        """Each GP's refit machinery and its column of ``Y``: one per objective."""
+    def _fitters(
+        self, trials: Sequence[Trial], observed: Sequence[Trial], X: Tensor, Y: Tensor
+    ) -> list[tuple[ModelManager, Tensor, Tensor]]:
+        """Each GP's refit machinery and its data: one per objective (``X`` and a column of
+        ``Y``), then one per outcome constraint (the done trials and their slacks)."""
         if self.multi:
-            return [(f, Y[:, i : i + 1]) for i, f in enumerate(self.objective_models)]
-        return [(self.models, Y)]
+            out = [(f, X, Y[:, i : i + 1]) for i, f in enumerate(self.objective_models)]
+        else:
+            out = [(self.models, X, Y)]
+        if self.constraint_models:
+            X_c, S, _ = self.constraint_data(trials, observed)
+            if X_c.shape[0] >= MIN_OBSERVATIONS:
+                out += [(f, X_c, S[:, i : i + 1]) for i, f in enumerate(self.constraint_models)]
+        return out
 
     def _model(
         self,
@@ -224,6 +271,58 @@ class Proposer:
             warnings.warn(f"{exc}; proposing quasi-random points", AboWarning, stacklevel=4)
             return None, None
         return fitted, ModelRecord(**self.models.record(fitted, key, n_fit))
+
+    def _feasibility(
+        self,
+        trials: Sequence[Trial],
+        observed: Sequence[Trial],
+        record: ModelRecord | None,
+        stored: ModelRecord | None,
+        hurried: bool,
+    ) -> tuple[Feasibility | None, ModelRecord | None]:
+        """The constraints' GPs (``None`` without constraints, or before two constraint
+        results, or when one cannot be fitted: the proposal then ignores the constraints, with
+        a warning) and ``record`` with their hyperparameters under ``"constraint.<name>:"``.
+
+        Each GP is keyed by the objective's data (the same trials), so its refit schedule and
+        stored hyperparameters follow the objective's.
+        """
+        cons = self.spec.constraints
+        if not cons or record is None:
+            return None, record
+        X_c, S, feasible = self.constraint_data(trials, observed)
+        if X_c.shape[0] < MIN_OBSERVATIONS:
+            return None, record
+        key = tuple(t.id for t in observed)
+        previous = stored.to_json() if stored else None
+        models, hypers = [], dict(record.hypers)
+        try:
+            for i, (c, manager) in enumerate(zip(cons, self.constraint_models, strict=True)):
+                prefix = f"constraint.{c.name}:"
+                part = None
+                if previous is not None:
+                    own = {
+                        k[len(prefix) :]: v
+                        for k, v in previous["hypers"].items()
+                        if k.startswith(prefix)
+                    }
+                    part = {**previous, "hypers": own} if own else None
+                fitted, n_i = manager.model(key, X_c, S[:, i : i + 1], part, hurried=hurried)
+                models.append(fitted.model)
+                rec = manager.record(fitted, key, n_i)
+                hypers.update({prefix + k: v for k, v in rec["hypers"].items()})
+        except SurrogateFitError as exc:
+            warnings.warn(
+                f"{exc} (a constraint's model); proposing without the constraints",
+                AboWarning,
+                stacklevel=4,
+            )
+            return None, record
+        names = tuple(c.name for c in cons)
+        return (
+            Feasibility(names=names, models=tuple(models), observed=feasible),
+            ModelRecord(hypers=hypers, key=record.key, n=record.n),
+        )
 
     def _model_list(
         self,
@@ -273,11 +372,13 @@ class Proposer:
             torch.manual_seed(seed)
             if needs_model:
                 observed, X, Y, lam = self.model_data(trials)
-                fitted, model = self._model(
-                    observed, X, Y, stored_model(trials), hurried=pace is not None
+                stored = stored_model(trials)
+                fitted, model = self._model(observed, X, Y, stored, hurried=pace is not None)
+                feasibility, model = self._feasibility(
+                    trials, observed, model, stored, hurried=pace is not None
                 )
             else:
-                observed, fitted, model, lam = [], None, None, None
+                observed, fitted, model, lam, feasibility = [], None, None, None, None
                 X = torch.zeros(0, self.spec.space.dim, dtype=torch.double)
                 Y = torch.zeros(0, 1, dtype=torch.double)
             t_fit = time.perf_counter() - t0
@@ -295,6 +396,7 @@ class Proposer:
                 history=self._history(trials),
                 pace=pace,
                 ref_point=self.ref_point(trials),
+                feasibility=feasibility,
             )
             if needs_model and fitted is None:
                 proposal = Proposal(ctx.uniform(m), [{"strategy": "random"}] * m)

@@ -35,13 +35,26 @@ def strategies(objectives: int | None = None) -> dict[str, str]:
     }
 
 
-def check_fits(name: str, objective_names: Sequence[str]) -> None:
+def check_fits(
+    name: str, objective_names: Sequence[str], constraint_names: Sequence[str] = ()
+) -> None:
     """``AboError`` (field ``strategy``) when strategy ``name`` does not propose for a study of
-    these objectives, listing the strategies that do."""
+    these objectives (and outcome constraints), listing the strategies that do."""
     check_strategy(name)
     n = len(objective_names)
     if REGISTRY[name].fits(n):
-        return
+        if not constraint_names or REGISTRY[name].fits_constraints(n):
+            return
+        able = ", ".join(
+            sorted(k for k, e in REGISTRY.items() if e.fits(n) and e.fits_constraints(n))
+        )
+        what = "one objective" if n == 1 else f"{n} objectives"
+        raise AboError(
+            f"strategy: {name!r} does not handle outcome constraints "
+            f"({', '.join(constraint_names)}) in a study of {what}; "
+            + (f"strategies that do: {able}" if able else "no strategy does yet"),
+            field="strategy",
+        )
     fitting = ", ".join(strategies(n))
     names = ", ".join(objective_names)
     if n > 1:

@@ -26,9 +26,11 @@ from typing import Any
 
 from abo.exceptions import AboError, SearchSpaceError
 from abo.outcomes import (
+    Constraint,
     Objective,
     Outcome,
     check_number,
+    constraints,
     objectives,
     outcomes_to_json,
     parse_outcomes,
@@ -61,8 +63,9 @@ class StudySpec:
     outcomes: tuple[Outcome, ...] = field(
         default=(Objective(),),
         metadata=_doc(
-            "The outcomes: a dict of name to 'minimize'/'maximize' (default: one objective "
-            "called 'value', minimised; 'direction' sets its direction)."
+            "The outcomes: a dict of name to 'minimize'/'maximize', or to a constraint such as "
+            "'<= 250' (default: one objective called 'value', minimised; 'direction' sets "
+            "its direction)."
         ),
     )
     strategy: str = field(default=DEFAULT_STRATEGY, metadata=_doc("A name from abo.strategies()."))
@@ -213,7 +216,11 @@ class StudySpec:
             check_reference(self.reference_point, self.objectives)
         from abo.registry import check_fits, make_strategy
 
-        check_fits(self.strategy, [o.name for o in objectives(self.outcomes)])
+        check_fits(
+            self.strategy,
+            [o.name for o in objectives(self.outcomes)],
+            [c.name for c in constraints(self.outcomes)],
+        )
         try:
             make_strategy(self.strategy, **dict(self.strategy_options))
         except AboError:
@@ -225,6 +232,11 @@ class StudySpec:
     @property
     def objectives(self) -> tuple[Objective, ...]:
         return objectives(self.outcomes)
+
+    @property
+    def constraints(self) -> tuple[Constraint, ...]:
+        """The outcome constraints a feasible trial satisfies (none by default)."""
+        return constraints(self.outcomes)
 
     @property
     def objective(self) -> Objective:

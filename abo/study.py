@@ -24,11 +24,18 @@ import numbers
 import re
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from abo import lifecycle, pareto
-from abo.exceptions import AboError, DuplicatedStudyError, SearchSpaceError, StudyNotFoundError
+from abo.exceptions import (
+    AboError,
+    AboWarning,
+    DuplicatedStudyError,
+    SearchSpaceError,
+    StudyNotFoundError,
+)
 from abo.outcomes import Objective, Outcome, check_number, check_values
 from abo.proposer import Proposer
 from abo.space import Space
@@ -177,7 +184,9 @@ class Study:
 
     @property
     def best(self) -> Trial | None:
-        """The done trial with the best value (``None`` before the first result).
+        """The feasible done trial with the best value (``None`` before the first result;
+        with outcome constraints, before the first feasible one, with an ``AboWarning`` when
+        trials are done but none is feasible).
 
         Raises:
             AboError: the study has several objectives (no single trial is best).
@@ -190,13 +199,23 @@ class Study:
                 "is best: use best_trials (the Pareto front) or hypervolume()",
                 field="best",
             )
-        return best_trial(self._storage.trials(self._record, [TrialState.DONE]), self.spec)
+        done = self._storage.trials(self._record, [TrialState.DONE])
+        best = best_trial(done, self.spec)
+        if best is None and done and self.spec.constraints:
+            warnings.warn(
+                f"best: none of the {len(done)} done trials is feasible yet ("
+                + "; ".join(str(c) for c in self.spec.constraints)
+                + ")",
+                AboWarning,
+                stacklevel=2,
+            )
+        return best
 
     @property
     def best_trials(self) -> list[Trial]:
         """The done trials no other done trial beats in every objective: the Pareto front, in
         id order. For a study of one objective, the best trial (empty before any result)."""
-        return pareto_trials(self._done(), self.spec.objectives)
+        return pareto_trials(self._done(), self.spec.objectives, self.spec.constraints)
 
     def reference_point(self) -> dict[str, float]:
         """The default reference point of ``hypervolume`` and of the proposals, in each
@@ -232,7 +251,7 @@ class Study:
             import torch
 
             ref = torch.tensor([o.sign * values[o.name] for o in objectives], dtype=torch.double)
-        told = in_completion_order(done, objectives)
+        told = in_completion_order(done, objectives, self.spec.constraints)  # feasible ones
         return pareto.hypervolume(utilities(told, objectives), ref)
 
     def _done(self) -> list[Trial]:

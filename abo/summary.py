@@ -11,24 +11,29 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from abo.outcomes import Objective
+from abo.outcomes import Constraint, Objective, feasible
 from abo.spec import StudySpec
 from abo.storage import Storage, StudyRecord
 from abo.trial import Trial, TrialState
 
 
 def best_trial(trials: Sequence[Trial], spec: StudySpec) -> Trial | None:
-    """The done trial with the best objective value (ties: the earliest); ``None`` before the
-    first result, and for a study of several objectives (no single trial is best)."""
+    """The feasible done trial with the best objective value (ties: the earliest); ``None``
+    before the first feasible result, and for a study of several objectives (no single trial
+    is best)."""
     objectives = spec.objectives
     if len(objectives) != 1:
         return None
-    best = pareto_trials(trials, objectives)
+    best = pareto_trials(trials, objectives, spec.constraints)
     return best[0] if best else None
 
 
-def _told(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
-    """Done trials with a finite value for every objective."""
+def _told(
+    trials: Sequence[Trial],
+    objectives: Sequence[Objective],
+    constraints: Sequence[Constraint] = (),
+) -> list[Trial]:
+    """Done trials with a finite value for every objective (and every constraint holding)."""
     names = [o.name for o in objectives]
     return [
         t
@@ -37,7 +42,13 @@ def _told(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Tria
         and all(
             isinstance(t.values.get(n), int | float) and math.isfinite(t.values[n]) for n in names
         )
+        and feasible(t.values, constraints)
     ]
+
+
+def n_feasible(trials: Sequence[Trial], constraints: Sequence[Constraint]) -> int:
+    """How many done trials satisfy every constraint (all done ones without constraints)."""
+    return sum(1 for t in trials if t.state is TrialState.DONE and feasible(t.values, constraints))
 
 
 def utilities(trials: Sequence[Trial], objectives: Sequence[Objective]) -> Any:
@@ -48,10 +59,15 @@ def utilities(trials: Sequence[Trial], objectives: Sequence[Objective]) -> Any:
     return torch.tensor(rows, dtype=torch.double).reshape(-1, len(objectives))
 
 
-def pareto_trials(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
-    """The done trials no other done trial beats in every objective (the Pareto front), in
-    id order; for one objective, the best trial (ties: the earliest; none before a result)."""
-    told = sorted(_told(trials, objectives), key=lambda t: t.id)
+def pareto_trials(
+    trials: Sequence[Trial],
+    objectives: Sequence[Objective],
+    constraints: Sequence[Constraint] = (),
+) -> list[Trial]:
+    """The feasible done trials no other feasible done trial beats in every objective (the
+    Pareto front), in id order; for one objective, the best trial (ties: the earliest; none
+    before a feasible result). Without ``constraints`` every done trial is feasible."""
+    told = sorted(_told(trials, objectives, constraints), key=lambda t: t.id)
     if len(objectives) == 1:
         o = objectives[0]
         return [max(told, key=lambda t: (o.sign * t.values[o.name], -t.id))] if told else []
@@ -61,9 +77,15 @@ def pareto_trials(trials: Sequence[Trial], objectives: Sequence[Objective]) -> l
     return [t for t, keep in zip(told, mask, strict=True) if keep]
 
 
-def in_completion_order(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
-    """The done trials with every objective told, in the order their results arrived."""
-    return sorted(_told(trials, objectives), key=lambda t: (t.finished_at or 0.0, t.id))
+def in_completion_order(
+    trials: Sequence[Trial],
+    objectives: Sequence[Objective],
+    constraints: Sequence[Constraint] = (),
+) -> list[Trial]:
+    """The done trials with every objective told (and feasible, given ``constraints``), in
+    the order their results arrived."""
+    told = _told(trials, objectives, constraints)
+    return sorted(told, key=lambda t: (t.finished_at or 0.0, t.id))
 
 
 def default_reference(
@@ -121,8 +143,8 @@ def study_summary(storage: Storage, record: StudyRecord) -> dict[str, Any]:
     for t in trials:
         states[t.state.value] += 1
     best = best_trial(trials, record.spec)
-    objs = record.spec.objectives
-    front = len(pareto_trials(trials, objs)) if len(objs) > 1 else None
+    objs, cons = record.spec.objectives, record.spec.constraints
+    front = len(pareto_trials(trials, objs, cons)) if len(objs) > 1 else None
     spec = clean(record.spec.to_json())
     return {
         "name": record.name,
@@ -138,4 +160,5 @@ def study_summary(storage: Storage, record: StudyRecord) -> dict[str, Any]:
         "states": states,
         "best": trial_json(best) if best is not None else None,
         "front_size": front,  # several objectives: the done trials on the Pareto front
+        "n_feasible": n_feasible(trials, cons) if cons else None,  # with outcome constraints
     }

@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 from botorch.models.model import Model
 from torch import Tensor
 
 from abo.pareto import reference_point
+
+if TYPE_CHECKING:
+    from abo.acquisitions.feasibility import Feasibility
 
 DUPLICATE_TOL = 1e-6
 """Points closer than this in the unit cube are the same point (one tolerance for abo)."""
@@ -50,6 +53,9 @@ class ProposalContext:
             hurry, and a strategy must then propose the same points for the same data.
         ref_point: ``m`` utilities, the hypervolume's reference point of a study of several
             objectives (``abo.pareto.reference_point``); ``None`` for one objective.
+        feasibility: the models of the study's outcome constraints and which rows of ``X``
+            were feasible (``abo.acquisitions.feasibility``); ``None`` without constraints.
+            Only strategies registered with ``constraints=`` get a context that has it.
     """
 
     model: Model | None
@@ -65,6 +71,7 @@ class ProposalContext:
     history: tuple[Mapping[str, Any], ...] = ()
     pace: float | None = None
     ref_point: Tensor | None = None
+    feasibility: Feasibility | None = None
 
     @property
     def dim(self) -> int:
@@ -134,6 +141,7 @@ class Registered:
     factory: Callable[..., Any]
     description: str
     objectives: str = "single"
+    constraints: str = "none"
 
     def fits(self, n_objectives: int) -> bool:
         """Whether the strategy proposes for a study of ``n_objectives`` objectives."""
@@ -141,22 +149,38 @@ class Registered:
             return True
         return (self.objectives == "multi") == (n_objectives > 1)
 
+    def fits_constraints(self, n_objectives: int) -> bool:
+        """Whether the strategy handles outcome constraints in a study of ``n_objectives``."""
+        if self.constraints == "any":
+            return True
+        return self.constraints == "single" and n_objectives == 1
+
 
 REGISTRY: dict[str, Registered] = {}
 """Name -> strategy; ``abo.registry`` looks names up here (after loading the built-ins)."""
 
 
-def register_strategy(name: str, description: str, objectives: str = "single") -> Callable[[T], T]:
+CONSTRAINT_KINDS = ("none", "single", "any")
+"""Which studies with outcome constraints a strategy handles: none, one objective's, or any."""
+
+
+def register_strategy(
+    name: str, description: str, objectives: str = "single", constraints: str = "none"
+) -> Callable[[T], T]:
     """Class decorator: make a strategy buildable by ``name`` (also for third parties).
 
     ``objectives``: ``"single"`` (the default: ``ctx.Y`` has one column), ``"multi"`` (studies
-    of several objectives only) or ``"any"``.
+    of several objectives only) or ``"any"``. ``constraints``: whether the strategy reads
+    ``ctx.feasibility`` (``"single"``: in studies of one objective, ``"any"``), or studies with
+    outcome constraints are refused it (``"none"``, the default).
     """
     if objectives not in OBJECTIVE_KINDS:
         raise ValueError(f"objectives: expected one of {OBJECTIVE_KINDS}, got {objectives!r}")
+    if constraints not in CONSTRAINT_KINDS:
+        raise ValueError(f"constraints: expected one of {CONSTRAINT_KINDS}, got {constraints!r}")
 
     def wrap(factory: T) -> T:
-        REGISTRY[name] = Registered(factory, description, objectives)  # type: ignore[arg-type]
+        REGISTRY[name] = Registered(factory, description, objectives, constraints)  # type: ignore[arg-type]
         return factory
 
     return wrap

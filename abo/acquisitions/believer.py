@@ -13,9 +13,16 @@ the observations themselves (the "plug-in" incumbent of noisy EI, Picheny et al.
 deterministic objective the GP interpolates, so the two agree; for a noisy one, a lucky
 observation does not raise the bar every later point is measured against.
 Several points in one call are chosen greedily: each chosen point is believed in turn.
+
+With outcome constraints (``ctx.feasibility``) it is constrained LogEI: the log probability
+that every constraint holds is added, the incumbent is the best *feasible* observed point
+(and busy points believed more likely feasible than not), and while no trial has been
+feasible the bar is the worst observed value, so the probability of feasibility leads.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from botorch.models.model import Model
@@ -59,7 +66,11 @@ def plug_in(model: Model, X: Tensor) -> Tensor:
     return posterior_mean(model, X)
 
 
-@register_strategy("believer", "kriging believer: busy points believed at their mean, then LogEI")
+@register_strategy(
+    "believer",
+    "kriging believer: busy points believed at their mean, then LogEI",
+    constraints="single",
+)
 class BelieverStrategy:
     """Kriging believer with LogEI (``best_f``: the best observed or believed utility).
 
@@ -77,19 +88,32 @@ class BelieverStrategy:
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         model_0 = ctx.model
-        observed = plug_in(model_0, best_observed(ctx.X, ctx.Y))
+        feas = ctx.feasibility
+        if feas is None:
+            observed = plug_in(model_0, best_observed(ctx.X, ctx.Y))
+        elif feas.any_feasible:
+            observed = plug_in(model_0, best_observed(*feas.feasible_rows(ctx.X, ctx.Y)))
+        else:  # nothing feasible yet: any improvement on the worst counts, feasibility leads
+            observed = plug_in(model_0, ctx.X).min().reshape(1)
         incumbents: list[float] = []
+
+        def bar(believed: Tensor, busy: Tensor) -> Tensor:
+            if feas is not None:  # only busy points more likely feasible than not
+                with torch.no_grad():
+                    likely = feas.log_prob(busy) > math.log(0.5)
+                believed = believed[likely] if feas.any_feasible else believed[:0]
+            best_f = torch.cat([observed, believed]).max()
+            incumbents.append(round(float(best_f), 6))
+            return best_f
 
         def make_acq(busy: Tensor) -> FastLogEI:
             if Believed.supported(model_0, busy):  # the believed model's moments, unbuilt
-                believed = posterior_mean(model_0, busy)
-                best_f = torch.cat([observed, believed]).max()
-                incumbents.append(round(float(best_f), 6))
-                return FastLogEI(model_0, best_f=best_f, believed=Believed(model_0, busy))
+                best_f = bar(posterior_mean(model_0, busy), busy)
+                return FastLogEI(
+                    model_0, best_f=best_f, believed=Believed(model_0, busy), feasibility=feas
+                )
             model, means = believe(model_0, busy)
-            best_f = torch.cat([observed, means.reshape(-1)]).max()
-            incumbents.append(round(float(best_f), 6))
-            return FastLogEI(model, best_f=best_f)
+            return FastLogEI(model, best_f=bar(means.reshape(-1), busy), feasibility=feas)
 
         proposal = greedy_batch(ctx, n, self.name, make_acq, seeded_maximize, self.budget)
         for info, best in zip(proposal.info, incumbents, strict=True):

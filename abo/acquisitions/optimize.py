@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -25,6 +25,9 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext
+
+if TYPE_CHECKING:
+    from abo.acquisitions.feasibility import Feasibility
 
 
 class PosteriorMoments(Protocol):
@@ -297,17 +300,32 @@ class FastLogEI(AcquisitionFunction):
     search's time. With ``believed`` the moments are those of the model with its busy points
     believed (``Believed``): the kriging believer's LogEI without its fantasy model. Models
     other than a plain exact GP take ``LogExpectedImprovement`` itself.
+
+    With ``feasibility`` (a study's outcome constraints) it is BoTorch's constrained LogEI:
+    the log probability that every constraint holds is added (Gardner et al. 2014).
     """
 
     def __init__(
-        self, model: Model, best_f: float | Tensor, believed: Believed | None = None
+        self,
+        model: Model,
+        best_f: float | Tensor,
+        believed: Believed | None = None,
+        feasibility: Feasibility | None = None,
     ) -> None:
         super().__init__(model=model)
         self.best_f: Tensor = torch.as_tensor(best_f, dtype=torch.double)
         self.believed = believed  # busy points believed at their mean (``believer``)
+        self.feasibility = feasibility
         self._fallback: AcquisitionFunction | None = None
 
     def forward(self, X: Tensor) -> Tensor:  # b x 1 x d -> b
+        value = self._log_ei(X)
+        if self.feasibility is not None:
+            flat = X.reshape(-1, X.shape[-1])
+            value = value + self.feasibility.log_prob(flat).reshape(value.shape)
+        return value
+
+    def _log_ei(self, X: Tensor) -> Tensor:
         if self._fallback is None:
             flat = X.reshape(-1, X.shape[-1])
             if self.believed is not None:

@@ -6,7 +6,10 @@ from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 
 
 @register_strategy(
-    "random", "uniform random search: the baseline every model must beat", objectives="any"
+    "random",
+    "uniform random search: the baseline every model must beat",
+    objectives="any",
+    constraints="any",
 )
 class RandomStrategy:
     """Uniform random search (log-scaled parameters are uniform in their logarithm)."""

@@ -16,6 +16,13 @@ over Sobol candidates (``MaxPosteriorSampling``) takes its place, and the propos
 ``AboWarning``. An L-BFGS-B search that ends in an abnormal line search keeps the best point it
 reached, so BoTorch's ``OptimizationWarning`` about it is recorded, not shown
 (``abo.acquisitions.quiet``).
+
+With outcome constraints (``ctx.feasibility``) each point draws a path of every constraint's
+slack GP beside the objective's and maximises the objective's path where the sampled slacks
+are all non-negative (the sample's feasibility): the local searches climb the objective's path
+minus a steep penalty on sampled violation, and a point is kept only if the sample says it is
+feasible; when the sample is feasible nowhere the searches found, the point with the least
+sampled violation is taken, which heads for the feasible region.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.generation.gen import gen_candidates_scipy
 from botorch.generation.sampling import MaxPosteriorSampling
@@ -183,11 +191,97 @@ def replace_duplicates(
     return torch.cat(rows), replaced
 
 
+class ConstrainedPaths(AcquisitionFunction):
+    """``n`` objective paths minus a steep penalty on each point's sampled constraint
+    violation: the sum over ``j`` of ``f_j(x_j) - w * sum_i max(0, -s_ij(x_j)) / scale_i``,
+    separable in the points like ``PathwiseThompsonSampling`` (``b x n x d -> b``)."""
+
+    def __init__(
+        self,
+        objective: PathwiseThompsonSampling,
+        slacks: list[PathwiseThompsonSampling],
+        weights: list[float],
+    ) -> None:
+        super().__init__(model=objective.model)
+        self.objective = objective
+        self.slacks = slacks
+        self.weights = weights
+
+    def parts(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """``b x n`` objective path values and ``b x n`` weighted sampled violations."""
+        value = path_values(self.objective, X)
+        violation = torch.zeros_like(value)
+        for acq, w in zip(self.slacks, self.weights, strict=True):
+            violation = violation + w * path_values(acq, X).neg().clamp_min(0.0)
+        return value, violation
+
+    def forward(self, X: Tensor) -> Tensor:
+        value, violation = self.parts(X)
+        return (value - violation).sum(-1)
+
+
+def _scale(model: Any) -> float:
+    """The outcome scale of a GP (its ``Standardize`` standard deviation, else 1)."""
+    tf = getattr(model, "outcome_transform", None)
+    stdvs = getattr(tf, "stdvs", None)
+    return float(stdvs.reshape(-1)[0]) if stdvs is not None else 1.0
+
+
+def constrained_thompson_points(
+    ctx: ProposalContext, n: int, budget: OptimizerBudget
+) -> tuple[Tensor, list[dict[str, Any]]]:
+    """``n x d`` points, each the best feasible point of its own joint sample of the objective
+    and every constraint's slack (see the module docstring), and info per point."""
+    assert ctx.model is not None and ctx.feasibility is not None
+    feas = ctx.feasibility
+    seed = ctx.seed()
+    objective = draw_paths(ctx, n, seed)
+    slacks = [draw_paths(replace(ctx, model=m), n, seed + 1 + i) for i, m in enumerate(feas.models)]
+    weights = [100.0 * _scale(ctx.model) / max(_scale(m), 1e-12) for m in feas.models]
+    acq = ConstrainedPaths(objective, slacks, weights)
+    raw = sobol_points(ctx, budget.raw_samples, ctx.seed())
+    wide = raw.unsqueeze(1).expand(-1, n, -1)  # every raw point under every path
+    with torch.no_grad():
+        value, violation = acq.parts(wide)
+    raw_values = (value - violation).transpose(0, 1)  # n x r
+    k = min(budget.num_restarts, raw.shape[0])
+    starts = raw[raw_values.topk(k, dim=-1).indices].transpose(0, 1)  # k x n x d
+    X_ok, _ = feas.feasible_rows(ctx.X, ctx.Y)
+    if X_ok.shape[0]:
+        best = X_ok[ctx.Y[feas.observed.to(torch.bool)].reshape(-1).argmax()]
+        starts = torch.cat([starts, best.to(starts).expand(1, n, -1)])
+    with search_warnings():
+        X, _ = gen_candidates_scipy(
+            starts,
+            acq,
+            lower_bounds=ctx.bounds[0].to(starts),
+            upper_bounds=ctx.bounds[1].to(starts),
+            options={"maxiter": budget.maxiter},
+        )
+    candidates = torch.cat([X.detach(), wide])  # (k + r) x n x d: local maxima, then raw
+    with torch.no_grad():
+        values, violation = acq.parts(candidates)
+    points: list[Tensor] = []
+    infos: list[dict[str, Any]] = []
+    for j in range(n):
+        ok = violation[:, j] <= 0
+        score = torch.where(ok, values[:, j], -torch.inf)
+        if not bool(ok.any()):  # feasible nowhere in this sample: the least violation
+            score = -violation[:, j]
+        seen = torch.cat([ctx.X, ctx.X_pending.to(ctx.X), *points]).to(candidates)
+        x = _pick(candidates[:, j], score, [seen] if seen.shape[0] else [], ctx)
+        x = ctx.round(candidates[score.argmax(), j].unsqueeze(0)) if x is None else x
+        points.append(x)
+        infos.append({"sample_feasible": bool(ok.any())})
+    return torch.cat(points), infos
+
+
 @register_strategy(
     "thompson",
     "asynchronous Thompson sampling: maximise a fresh posterior path (of several objectives: "
     "the sample's largest hypervolume improvement)",
     objectives="any",
+    constraints="single",
 )
 class ThompsonStrategy:
     """Asynchronous Thompson sampling: one independent posterior path per proposed point.
@@ -212,5 +306,8 @@ class ThompsonStrategy:
         if ctx.Y.shape[-1] > 1:
             proposal = pareto_sample_points(ctx, n, self.budget)
             return Proposal(proposal.X, [{"strategy": self.name, **i} for i in proposal.info])
-        X, infos = thompson_points(ctx, n, self.budget, self.n_candidates)
+        if ctx.feasibility is not None:
+            X, infos = constrained_thompson_points(ctx, n, self.budget)
+        else:
+            X, infos = thompson_points(ctx, n, self.budget, self.n_candidates)
         return Proposal(X, [{"strategy": self.name, **info} for info in infos])

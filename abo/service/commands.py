@@ -151,7 +151,8 @@ class _StoredStudy:
     def best_trials(self) -> list[Trial]:
         from abo.summary import pareto_trials  # BoTorch's Pareto utilities: several objectives
 
-        return pareto_trials(self.trials, self.record.spec.objectives)
+        spec = self.record.spec
+        return pareto_trials(self.trials, spec.objectives, spec.constraints)
 
     def __len__(self) -> int:
         return self.store.count(self.record)
