@@ -9,8 +9,9 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
     measured proposal and evaluation times; ``0`` for exactly reproducible runs; see
     ``abo.loop``), and every option of ``abo.create_study`` (``abo.spec.CREATE_OPTIONS``):
     ``direction``, ``strategy``, ``seed``,
-    ``outcomes`` (a table of name to ``"minimize"``/``"maximize"``, e.g. ``[study.outcomes]``
-    ``error = "minimize"``), ``max_retries``, ``lease_seconds``, ``noise``, ``n_initial``,
+    ``outcomes`` (a table of name to ``"minimize"``/``"maximize"`` or to a constraint, e.g.
+    ``[study.outcomes]`` ``error = "minimize"`` ``memory_gb = "<= 40"``), ``max_retries``,
+    ``lease_seconds``, ``noise``, ``n_initial``,
     ``strategy_options`` (a table), ``refit``, ``max_staleness``, ``max_exact``.
 ``[space]``
     one inline table per parameter: ``{type = "float", low = 0, high = 1, log = false}``

@@ -74,3 +74,28 @@ def test_a_study_file_with_named_outcomes_runs(tmp_path: Path) -> None:
     assert all(
         t.user["note"] == "metadata" and t.params["x"] in (0, 0.25, 0.5, 0.75, 1) for t in done
     )
+
+
+def test_a_study_file_with_an_outcome_constraint_runs_with_the_default_strategy(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "objective.py").write_text(
+        "def two(p):\n    return {'error': (p['x'] - 0.9) ** 2, 'load': p['x']}\n"
+    )
+    text = FILE.replace('strategy = "random"\n', "").replace("n_trials = 4", "n_trials = 8")
+    text = text.replace('cost = "maximize"', 'load = "<= 0.5"')
+    path = tmp_path / "constrained.toml"
+    path.write_text(text.format(extra=""))
+    out = subprocess.run(
+        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr
+    study = abo.load_study("two", storage=f"sqlite:///{tmp_path / 'two.db'}")
+    assert [(c.name, c.op, c.bound) for c in study.spec.constraints] == [("load", "<=", 0.5)]
+    assert study.spec.strategy == "auto"
+    # the error alone is best at x = 0.9; feasible only up to 0.5, so the best is x = 0.5
+    assert study.best.params["x"] == 0.5 and study.best.values["load"] == 0.5

@@ -18,6 +18,7 @@ import io
 import json
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -28,7 +29,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from abo.exceptions import AboError, StorageError, StudyNotFoundError
+from abo.exceptions import AboError, AboWarning, StorageError, StudyNotFoundError
 
 if TYPE_CHECKING:
     from abo.space import Space
@@ -318,17 +319,28 @@ def _emit(rows: list[dict[str, Any]], fmt: Format, title: str, data: Any = None)
     make_console(min_width=120).print(table)
 
 
-def _trial_row(t: Trial, multi: bool = False) -> dict[str, Any]:
+def _trial_row(t: Trial, multi: bool = False, spec: Any = None) -> dict[str, Any]:
     """A trial as a table row; of a study of several objectives (``multi``), its values by
-    objective and no ``value`` column (such a trial has no single value)."""
+    objective and no ``value`` column (such a trial has no single value); of a study with
+    outcome constraints (``spec``), whether a done trial was feasible."""
+    from abo.outcomes import feasible
+    from abo.trial import TrialState
+
     proposal = t.proposal
     values = {f"values.{k}": v for k, v in t.values.items()} if multi or len(t.values) > 1 else {}
     single = {} if multi else {"value": t.value}
+    constrained = {}
+    if spec is not None and spec.constraints:
+        done = t.state is TrialState.DONE
+        constrained = {
+            "feasible": ("yes" if feasible(t.values, spec.outcomes) else "no") if done else ""
+        }
     return {
         "id": t.id,
         "state": t.state.value,
         **single,
         **values,
+        **constrained,
         "duration": t.duration,
         "strategy": proposal.strategy if proposal else "",
         "arm": proposal.arm or "" if proposal else "",
@@ -453,7 +465,7 @@ def trials(
     found = _run(lambda: source.study(name))
     listed = [t for t in _run(lambda: found.trials) if not wanted or t.state.value in wanted]
     multi = len(found.spec.objectives) > 1
-    rows = [_trial_row(t, multi) for t in listed]
+    rows = [_trial_row(t, multi, found.spec) for t in listed]
     _emit(rows, format, f"trials of {name}", [t.to_dict() for t in listed])
 
 
@@ -474,14 +486,25 @@ def best(
             print_error(f"name: study {name!r} has no done trial yet")
             raise typer.Exit(1)
         title = f"Pareto front of {name} ({len(front)} trials)"
-        rows = [_trial_row(t, multi=True) for t in front]
+        rows = [_trial_row(t, multi=True, spec=found.spec) for t in front]
         _emit(rows, format, title, [t.to_dict() for t in front])
         return
-    trial = _run(lambda: found.best)
+    from abo.trial import TrialState
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AboWarning)  # said below, as the command's error
+        trial = _run(lambda: found.best)
     if trial is None:
-        print_error(f"name: study {name!r} has no done trial yet")
+        done = sum(1 for t in _run(lambda: found.trials) if t.state is TrialState.DONE)
+        if done and found.spec.constraints:
+            rules = "; ".join(str(c) for c in found.spec.constraints)
+            print_error(
+                f"name: none of the {done} done trials of {name!r} is feasible yet ({rules})"
+            )
+        else:
+            print_error(f"name: study {name!r} has no done trial yet")
         raise typer.Exit(1)
-    _emit([_trial_row(trial)], format, f"best trial of {name}", trial.to_dict())
+    _emit([_trial_row(trial, spec=found.spec)], format, f"best trial of {name}", trial.to_dict())
 
 
 def plot(

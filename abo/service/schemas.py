@@ -245,6 +245,11 @@ class StudyOut(BaseModel):
         description="Several objectives: how many done trials are on the Pareto front "
         "(`best` is then null: no single trial is best).",
     )
+    n_feasible: int | None = Field(
+        None,
+        description="With outcome constraints: how many done trials satisfy them all (`best` "
+        "is the best of these; null before one does).",
+    )
 
 
 class StudyList(BaseModel):

@@ -133,6 +133,43 @@ def test_best_of_two_objectives_is_the_pareto_front(
     assert wrong.exit_code == 2 and "pareto" in wrong.output
 
 
+@pytest.mark.parametrize("source", ["storage", "service"])
+def test_trials_and_best_of_a_constrained_study_show_feasibility(
+    source: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    outcomes = {"loss": "minimize", "memory_gb": "<= 40"}
+    name = f"constrained-{source}"
+    if source == "storage":
+        url = f"sqlite:///{tmp_path / 'constrained.db'}"
+        opts = ["--storage", url]
+        study = abo.create_study(
+            SPACE, name=name, storage=url, outcomes=outcomes, strategy="random", seed=0
+        )
+    else:
+        server: Server = request.getfixturevalue("server")
+        from abo.service import Client
+
+        opts = ["--url", server.url]
+        study = Client(server.url).create_study(
+            SPACE, name, outcomes=outcomes, strategy="random", seed=0
+        )
+    assert [c.name for c in study.spec.constraints] == ["memory_gb"]  # kept over HTTP too
+    first, second, third = study.ask_batch(3)
+    study.tell(first.id, {"loss": 0.1, "memory_gb": 64.0})  # the lowest loss, but too big
+    none = runner.invoke(app, ["best", name, *opts])
+    assert none.exit_code == 1 and "none of the 1 done trials" in none.output
+    assert "memory_gb <= 40.0" in none.output
+    study.tell(second.id, {"loss": 0.5, "memory_gb": 12.0})
+    study.tell(third.id, {"loss": 0.3, "memory_gb": 40.0})  # on the bound: it holds
+    best = json.loads(_ok(["best", name, *opts, "--format", "json"]))
+    assert best["id"] == third.id
+    rows = list(csv.DictReader(io.StringIO(_ok(["trials", name, *opts, "--format", "csv"]))))
+    assert [r["feasible"] for r in rows] == ["no", "yes", "yes"]
+    assert rows[0]["values.memory_gb"] == "64.0" and rows[0]["value"] == "0.1"
+    studies = {r["name"]: r for r in json.loads(_ok(["studies", *opts, "--format", "json"]))}
+    assert studies[name]["best"]["id"] == third.id and studies[name]["n_feasible"] == 2
+
+
 @pytest.mark.parametrize("kind", ["convergence", "timeline", "parallel"])
 def test_plot_writes_a_png(where, kind: str, tmp_path: Path) -> None:
     opts, _ = where
