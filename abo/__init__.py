@@ -24,12 +24,14 @@ _EXPORTS: dict[str, str] = {
     "AboWarning": "abo.exceptions",
     "Categorical": "abo.space",
     "Command": "abo.command",
+    "Constraint": "abo.outcomes",
     "ConfigError": "abo.exceptions",
     "DuplicatedStudyError": "abo.exceptions",
     "FailureRateExceeded": "abo.exceptions",
     "Float": "abo.space",
     "Int": "abo.space",
     "InvalidValueError": "abo.exceptions",
+    "Objective": "abo.outcomes",
     "OptimizeResult": "abo.loop",
     "SearchSpaceError": "abo.exceptions",
     "Space": "abo.space",
@@ -56,11 +58,13 @@ __all__ = [
     "Categorical",
     "Command",
     "ConfigError",
+    "Constraint",
     "DuplicatedStudyError",
     "FailureRateExceeded",
     "Float",
     "Int",
     "InvalidValueError",
+    "Objective",
     "OptimizeResult",
     "SearchSpaceError",
     "Space",
@@ -101,6 +105,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; __getattr__ import
         UnknownStrategyError,
     )
     from abo.loop import OptimizeResult
+    from abo.outcomes import Constraint, Objective
     from abo.registry import strategies
     from abo.space import Categorical, Float, Int, Space
     from abo.study import Study, create_study, delete_study, load_study

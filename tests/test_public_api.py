@@ -14,11 +14,13 @@ CURATED = {
     "Categorical",
     "Command",
     "ConfigError",
+    "Constraint",
     "DuplicatedStudyError",
     "FailureRateExceeded",
     "Float",
     "Int",
     "InvalidValueError",
+    "Objective",
     "OptimizeResult",
     "SearchSpaceError",
     "Space",
@@ -140,3 +142,10 @@ def test_a_submodule_import_does_not_hide_a_public_name() -> None:
     assert callable(abo.strategies) and abo.strategies is abo.registry.strategies
     with pytest.raises(AttributeError, match="no_such_name"):
         _ = abo.no_such_name  # type: ignore[attr-defined]
+
+
+def test_outcomes_can_be_declared_with_the_public_classes() -> None:
+    space = abo.Space({"x": abo.Float(0.0, 1.0)})
+    outcomes = [abo.Objective("loss"), abo.Constraint("memory_gb", "<=", 40)]
+    study = abo.create_study(space, outcomes=outcomes)
+    assert study.spec.constraints == (abo.Constraint("memory_gb", "<=", 40.0),)
