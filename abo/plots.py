@@ -19,12 +19,16 @@ import matplotlib.text  # noqa: E402
 from matplotlib.backend_bases import RendererBase  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from abo.outcomes import Objective  # noqa: E402
+from abo.outcomes import Constraint, Objective, feasible  # noqa: E402
 from abo.trial import Trial, TrialState  # noqa: E402
 
 
-def best_so_far(trials: Sequence[Trial], direction: str) -> list[tuple[int, float, float]]:
-    """``(trial number in completion order, seconds since start, best value)`` per done trial."""
+def best_so_far(
+    trials: Sequence[Trial], direction: str, constraints: Sequence[Constraint] = ()
+) -> list[tuple[int, float, float]]:
+    """``(trial number in completion order, seconds since start, best value)`` per done trial
+    from the first feasible one on (with ``constraints``, the best counts feasible trials
+    only; the numbering counts every done trial)."""
     done = sorted(
         (t for t in trials if t.state is TrialState.DONE and t.value is not None),
         key=lambda t: (t.finished_at or 0.0, t.id),
@@ -34,22 +38,54 @@ def best_so_far(trials: Sequence[Trial], direction: str) -> list[tuple[int, floa
     t0 = min(t.created_at for t in trials)
     better = min if direction == "minimize" else max
     out: list[tuple[int, float, float]] = []
-    best = done[0].value
+    best: float | None = None
     for i, t in enumerate(done, start=1):
-        assert t.value is not None and best is not None
-        best = better(best, t.value)
-        out.append((i, (t.finished_at or t0) - t0, best))
+        assert t.value is not None
+        if feasible(t.values, constraints):
+            best = t.value if best is None else better(best, t.value)
+        if best is not None:
+            out.append((i, (t.finished_at or t0) - t0, best))
     return out
 
 
-def convergence(trials: Sequence[Trial], direction: str, out: str | Path, title: str = "") -> Path:
-    """Write a PNG of best-so-far against completed trials and against time; return its path."""
-    curve = best_so_far(trials, direction)
+def infeasible_points(
+    trials: Sequence[Trial], constraints: Sequence[Constraint]
+) -> list[tuple[int, float]]:
+    """``(trial number in completion order, value)`` of the done trials that broke a
+    constraint (none without constraints)."""
+    if not constraints:
+        return []
+    done = sorted(
+        (t for t in trials if t.state is TrialState.DONE and t.value is not None),
+        key=lambda t: (t.finished_at or 0.0, t.id),
+    )
+    return [
+        (i, float(t.value))
+        for i, t in enumerate(done, start=1)
+        if t.value is not None and not feasible(t.values, constraints)
+    ]
+
+
+def convergence(
+    trials: Sequence[Trial],
+    direction: str,
+    out: str | Path,
+    title: str = "",
+    constraints: Sequence[Constraint] = (),
+) -> Path:
+    """Write a PNG of best-so-far against completed trials and against time; return its path.
+    With ``constraints`` the best is over feasible trials, and infeasible ones are crosses."""
+    curve = best_so_far(trials, direction, constraints)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     if curve:
         n, secs, best = zip(*curve, strict=True)
-        ax1.step(n, best, where="post")
+        ax1.step(n, best, where="post", label="best feasible so far" if constraints else None)
         ax2.step(secs, best, where="post")
+    bad = infeasible_points(trials, constraints)
+    if bad:
+        ax1.scatter(*zip(*bad, strict=True), marker="x", color="tab:red", label="infeasible")
+    if constraints:
+        ax1.legend(loc="best")
     ax1.set_xlabel("completed trials")
     ax2.set_xlabel("elapsed seconds")
     for ax in (ax1, ax2):

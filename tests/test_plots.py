@@ -81,6 +81,28 @@ def test_parallel_and_convergence(tmp_path: Path) -> None:
     assert [b for _, _, b in plots.best_so_far(TRIALS, "minimize")] == [2.0, 2.0, 1.0, 1.0, 0.5]
 
 
+def test_convergence_with_a_constraint_counts_feasible_trials_and_marks_the_others(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from abo.outcomes import Constraint
+
+    limit = (Constraint("mem", "<=", 10.0),)
+    mem = {1: 20.0, 2: 5.0, 3: 50.0, 4: 1.0, 5: 8.0}  # trials 1 and 3 break it
+    trials = [replace(t, values={"value": t.value, "mem": mem[t.id]}) for t in TRIALS]
+    # completion order 2, 1, 3, 4, 5: the first feasible is trial 2 (2.0); trial 3's 1.0 is not
+    plain_curve = plots.best_so_far(trials, "minimize")
+    assert [b for _, _, b in plain_curve] == [2.0, 2.0, 1.0, 1.0, 0.5]
+    feasible_curve = plots.best_so_far(trials, "minimize", limit)
+    assert [b for _, _, b in feasible_curve] == [2.0, 2.0, 2.0, 2.0, 0.5]
+    assert [(n, s) for n, s, _ in feasible_curve] == [(n, s) for n, s, _ in plain_curve]
+    assert [i for i, _ in plots.infeasible_points(trials, limit)] == [2, 3]
+    plain = plots.convergence(trials, "minimize", tmp_path / "plain.png")
+    marked = plots.convergence(trials, "minimize", tmp_path / "marked.png", constraints=limit)
+    assert marked.read_bytes() != plain.read_bytes()
+
+
 def _luminance(rgba: tuple[float, ...]) -> float:
     r, g, b = rgba[:3]
     return 0.2126 * r + 0.7152 * g + 0.0722 * b

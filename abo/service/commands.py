@@ -543,7 +543,9 @@ def plot(
     if kind is Kind.pareto:
         plots.pareto(listed, objectives, path, title=name)
     elif kind is Kind.convergence:
-        plots.convergence(listed, found.direction, path, title=name)
+        plots.convergence(
+            listed, found.direction, path, title=name, constraints=found.spec.constraints
+        )
     elif kind is Kind.timeline:
         plots.timeline(listed, path, title=name)
     else:
