@@ -39,6 +39,7 @@ from torch.quasirandom import SobolEngine
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
 from abo.acquisitions.feasibility import Feasibility
 from abo.exceptions import AboWarning, StrategyError, SurrogateFitError
+from abo.failures import success_targets
 from abo.refit import ModelManager, data_key
 from abo.registry import make_strategy
 from abo.space import ParamValue
@@ -86,6 +87,12 @@ class Proposer:
         ]
         self.multi = len(spec.objectives) > 1
         self.objective_models = [self.models, *others]  # one GP per objective
+        self.failure_models = ModelManager(  # the classifier's GP of the log-odds of success
+            noise="classifier",
+            mode=refit or spec.refit,
+            max_staleness=spec.max_staleness,
+            max_exact=spec.max_exact,
+        )
         self.constraint_models = [  # one GP per outcome constraint, of its slack
             ModelManager(
                 noise="auto",
@@ -112,11 +119,13 @@ class Proposer:
         return torch.tensor(rows, dtype=torch.double)
 
     def observations(self, trials: Sequence[Trial]) -> tuple[list[Trial], Tensor, Tensor]:
-        """Model data: done trials as utilities (larger is better), failed ones at the worst.
+        """Model data: done trials as utilities (larger is better), and failed ones at the
+        worst unless the failure classifier models them (``classifies``).
 
         A failed trial says its parameters are bad (the objective raised, diverged or timed
         out); modelling it at the worst observed utility steers proposals away from the region
-        instead of proposing it again and again.
+        instead of proposing it again and again. The classifier does that with a model of its
+        own, so the objective's GP is not bent by made-up values.
         """
         objs = self.spec.objectives
         done = [
@@ -125,12 +134,29 @@ class Proposer:
             if t.state is TrialState.DONE and all(o.name in t.values for o in objs)
         ]
         failed = [t for t in trials if t.state is TrialState.FAILED]
+        if self.classifies(trials):
+            failed = []
         utilities = [[o.sign * t.values[o.name] for o in objs] for t in done]
         worst = [min(column) for column in zip(*utilities, strict=True)] if utilities else []
         observed = [*done, *failed] if utilities else list(done)
         Y = utilities + ([worst] * len(failed) if utilities else [])
         Y_t = torch.tensor(Y, dtype=torch.double).reshape(-1, len(objs))
         return observed, self.unit(observed), Y_t
+
+    def classifies(self, trials: Sequence[Trial]) -> bool:
+        """Whether failed trials are modelled by the classifier: the study's failure model is
+        (or resolves to) ``"classifier"`` and some trial failed and some succeeded."""
+        if self.spec.resolved_failure_model != "classifier":
+            return False
+        states = {t.state for t in trials}
+        return TrialState.FAILED in states and TrialState.DONE in states
+
+    def failure_data(self, trials: Sequence[Trial]) -> tuple[tuple[int, ...], Tensor, Tensor]:
+        """The classifier's data: the ids of the done and failed trials (lost ones say nothing
+        about their parameters), their encodings and targets (``abo.failures``)."""
+        labelled = [t for t in trials if t.state in (TrialState.DONE, TrialState.FAILED)]
+        success = torch.tensor([t.state is TrialState.DONE for t in labelled])
+        return tuple(t.id for t in labelled), self.unit(labelled), success_targets(success)
 
     def constraint_data(
         self, trials: Sequence[Trial], observed: Sequence[Trial]
@@ -146,7 +172,7 @@ class Proposer:
         ]
         S = torch.tensor(
             [[c.slack(t.values[c.name]) for c in cons] for t in told], dtype=torch.double
-        ).reshape(-1, len(cons))
+        ).reshape(len(told), len(cons))
         feasible = torch.tensor(
             [
                 t.state is TrialState.DONE
@@ -205,10 +231,9 @@ class Proposer:
         if needs_model and hurried and done >= MIN_OBSERVATIONS and n_sobol < m:
             if stored_model(trials) is None:
                 observed, X, Y, _ = self.model_data(trials)
-                key = tuple(t.id for t in observed)
                 fitting = [
-                    f.first_fit_running(key, X_f, y)
-                    for f, X_f, y in self._fitters(trials, observed, X, Y)
+                    f.first_fit_running(k, X_f, y)
+                    for f, k, X_f, y in self._fitters(trials, observed, X, Y)
                 ]
                 if any(fitting):
                     n_sobol = m  # a hurried caller's workers would wait for the first fit
@@ -219,8 +244,8 @@ class Proposer:
             # a hurried caller will want the model soon: fit it in the background meanwhile
             if done >= MIN_OBSERVATIONS:
                 observed, X, Y, _ = self.model_data(trials)
-                for fitter, X_f, y in self._fitters(trials, observed, X, Y):
-                    fitter.prefit(tuple(t.id for t in observed), X_f, y)
+                for fitter, k, X_f, y in self._fitters(trials, observed, X, Y):
+                    fitter.prefit(k, X_f, y)
             else:
                 self.models.warm_up(space.dim)
         if n_sobol:
@@ -239,17 +264,24 @@ class Proposer:
 
     def _fitters(
         self, trials: Sequence[Trial], observed: Sequence[Trial], X: Tensor, Y: Tensor
-    ) -> list[tuple[ModelManager, Tensor, Tensor]]:
-        """Each GP's refit machinery and its data: one per objective (``X`` and a column of
-        ``Y``), then one per outcome constraint (the done trials and their slacks)."""
+    ) -> list[tuple[ModelManager, tuple[int, ...], Tensor, Tensor]]:
+        """Each GP's refit machinery, data key and data: one per objective (``X`` and a column
+        of ``Y``), one per outcome constraint (the done trials and their slacks), and the
+        failure classifier's (the done and failed trials)."""
+        key = tuple(t.id for t in observed)
         if self.multi:
-            out = [(f, X, Y[:, i : i + 1]) for i, f in enumerate(self.objective_models)]
+            out = [(f, key, X, Y[:, i : i + 1]) for i, f in enumerate(self.objective_models)]
         else:
-            out = [(self.models, X, Y)]
+            out = [(self.models, key, X, Y)]
         if self.constraint_models:
             X_c, S, _ = self.constraint_data(trials, observed)
             if X_c.shape[0] >= MIN_OBSERVATIONS:
-                out += [(f, X_c, S[:, i : i + 1]) for i, f in enumerate(self.constraint_models)]
+                out += [
+                    (f, key, X_c, S[:, i : i + 1]) for i, f in enumerate(self.constraint_models)
+                ]
+        if self.classifies(trials):
+            ids, X_f, targets = self.failure_data(trials)
+            out.append((self.failure_models, ids, X_f, targets))
         return out
 
     def _model(
@@ -280,47 +312,55 @@ class Proposer:
         stored: ModelRecord | None,
         hurried: bool,
     ) -> tuple[Feasibility | None, ModelRecord | None]:
-        """The constraints' GPs (``None`` without constraints, or before two constraint
-        results, or when one cannot be fitted: the proposal then ignores the constraints, with
-        a warning) and ``record`` with their hyperparameters under ``"constraint.<name>:"``.
+        """The constraints' GPs and the failure classifier (``None`` with neither, before two
+        constraint results, or when one cannot be fitted: the proposal then ignores them, with
+        a warning) and ``record`` with their hyperparameters under ``"constraint.<name>:"`` and
+        ``"failure:"``.
 
-        Each GP is keyed by the objective's data (the same trials), so its refit schedule and
-        stored hyperparameters follow the objective's.
+        Each constraint's GP is keyed by the objective's data (the same trials), so its refit
+        schedule and stored hyperparameters follow the objective's; the classifier's by the
+        done and failed trials it learns from.
         """
         cons = self.spec.constraints
-        if not cons or record is None:
+        classifies = self.classifies(trials)
+        if not (cons or classifies) or record is None:
             return None, record
         X_c, S, feasible = self.constraint_data(trials, observed)
-        if X_c.shape[0] < MIN_OBSERVATIONS:
+        if cons and X_c.shape[0] < MIN_OBSERVATIONS:
             return None, record
         key = tuple(t.id for t in observed)
         previous = stored.to_json() if stored else None
         models, hypers = [], dict(record.hypers)
+
+        def fit(manager: ModelManager, prefix: str, key: tuple[int, ...], X: Tensor, y: Tensor):
+            part = None
+            if previous is not None:
+                stored_hypers = previous["hypers"].items()
+                own = {k[len(prefix) :]: v for k, v in stored_hypers if k.startswith(prefix)}
+                part = {**previous, "hypers": own} if own else None
+            fitted, n_i = manager.model(key, X, y, part, hurried=hurried)
+            rec = manager.record(fitted, key, n_i)
+            hypers.update({prefix + k: v for k, v in rec["hypers"].items()})
+            return fitted.model
+
+        success = None
         try:
             for i, (c, manager) in enumerate(zip(cons, self.constraint_models, strict=True)):
-                prefix = f"constraint.{c.name}:"
-                part = None
-                if previous is not None:
-                    own = {
-                        k[len(prefix) :]: v
-                        for k, v in previous["hypers"].items()
-                        if k.startswith(prefix)
-                    }
-                    part = {**previous, "hypers": own} if own else None
-                fitted, n_i = manager.model(key, X_c, S[:, i : i + 1], part, hurried=hurried)
-                models.append(fitted.model)
-                rec = manager.record(fitted, key, n_i)
-                hypers.update({prefix + k: v for k, v in rec["hypers"].items()})
+                models.append(fit(manager, f"constraint.{c.name}:", key, X_c, S[:, i : i + 1]))
+            if classifies:
+                ids, X_f, targets = self.failure_data(trials)
+                success = fit(self.failure_models, "failure:", ids, X_f, targets)
         except SurrogateFitError as exc:
             warnings.warn(
-                f"{exc} (a constraint's model); proposing without the constraints",
+                f"{exc} (a constraint's or the failure classifier's model); proposing without "
+                "constraints and classifier",
                 AboWarning,
                 stacklevel=4,
             )
             return None, record
         names = tuple(c.name for c in cons)
         return (
-            Feasibility(names=names, models=tuple(models), observed=feasible),
+            Feasibility(names=names, models=tuple(models), observed=feasible, success=success),
             ModelRecord(hypers=hypers, key=record.key, n=record.n),
         )
 

@@ -17,7 +17,14 @@ from typing import Any
 from abo.acquisitions.base import REGISTRY, register_strategy
 from abo.exceptions import AboError, UnknownStrategyError
 
-__all__ = ["check_fits", "check_strategy", "make_strategy", "register_strategy", "strategies"]
+__all__ = [
+    "check_fits",
+    "check_strategy",
+    "make_strategy",
+    "register_strategy",
+    "strategies",
+    "supports_constraints",
+]
 
 
 def _load_builtins() -> None:
@@ -68,6 +75,12 @@ def check_fits(
             f"strategies for one objective: {fitting}"
         )
     raise AboError(message, field="strategy")
+
+
+def supports_constraints(name: str, n_objectives: int) -> bool:
+    """Whether strategy ``name`` reads ``ctx.feasibility`` in a study of ``n_objectives``."""
+    check_strategy(name)
+    return REGISTRY[name].fits_constraints(n_objectives)
 
 
 def check_strategy(name: str) -> str:

@@ -42,6 +42,7 @@ REFIT_MODES = ("auto", "sync", "background", "full")
 NOISE_MODES = ("auto", "deterministic")
 MAX_EXACT = 500  # observations above which the GP sees a subset (abo.surrogate)
 OUTPUT_TRANSFORMS = ("auto", "none", "power")  # abo.warping implements none and power
+FAILURE_MODELS = ("auto", "classifier", "worst")
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -128,6 +129,16 @@ class StudySpec:
             "'auto' (the default): 'power' under the default strategy, 'none' under the others."
         ),
     )
+    failure_model: str = field(
+        default="auto",
+        metadata=_doc(
+            "What failed trials teach the model: 'classifier' (a GP classifier of where "
+            "evaluations fail weighs every proposal by the probability of success, and the "
+            "objective's GP sees successful trials only), 'worst' (failed trials are modelled "
+            "at the worst observed value), or 'auto' (the default): 'classifier' under the "
+            "strategies that take outcome constraints, 'worst' under the others."
+        ),
+    )
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -199,6 +210,7 @@ class StudySpec:
             _check_int(self.max_staleness, "max_staleness", 0, 10**9, "a non-negative integer")
         _check_int(self.max_exact, "max_exact", 10, 10**7, "an integer of at least 10")
         _check_choice(self.output_transform, "output_transform", OUTPUT_TRANSFORMS)
+        _check_choice(self.failure_model, "failure_model", FAILURE_MODELS)
         if not isinstance(self.strategy_options, Mapping):
             raise AboError(
                 f"strategy_options: expected a dict, got {type(self.strategy_options).__name__}",
@@ -268,6 +280,18 @@ class StudySpec:
         return "power" if single and self.strategy == DEFAULT_STRATEGY else "none"
 
     @property
+    def resolved_failure_model(self) -> str:
+        """How failed trials are modelled: ``"auto"`` is ``"classifier"`` under the strategies
+        that read ``ctx.feasibility`` (registered with ``constraints=``: the classifier's
+        probability of success reaches proposals only there), ``"worst"`` under the others."""
+        if self.failure_model != "auto":
+            return self.failure_model
+        from abo.registry import supports_constraints
+
+        n = len(self.objectives)
+        return "classifier" if supports_constraints(self.strategy, n) else "worst"
+
+    @property
     def resolved_n_initial(self) -> int:
         """Size of the quasi-random initial design (default ``2 *`` parameters, at least 2)."""
         return self.n_initial if self.n_initial is not None else max(2, 2 * len(self.space))
@@ -295,6 +319,7 @@ class StudySpec:
         options["strategy_options"] = dict(options.get("strategy_options") or {})
         # a spec stored before the option existed modelled the raw values: it goes on doing so
         options.setdefault("output_transform", "none")
+        options.setdefault("failure_model", "worst")  # so did a spec from before failure models
         options["seed"] = int(data["seed"])
         return cls(
             space=Space.from_json(data["space"]),

@@ -54,8 +54,18 @@ from gpytorch.priors import GammaPrior, LogNormalPrior
 from torch import Tensor
 
 from abo.exceptions import AboWarning, SurrogateFitError
+from abo.failures import TARGET_NOISE
 from abo.quiet import silenced
 from abo.spec import MAX_EXACT, NOISE_MODES  # observations above which the GP sees a subset
+
+CLASSIFIER_LENGTHSCALE_FLOOR = 0.1
+"""The failure classifier's shortest lengthscale (the unit cube): a failure region is a
+region. Labels that flip across a cliff would otherwise pull the lengthscale to the floor of
+the objective's GP, and between such spikes the classifier knows nothing."""
+
+MODEL_NOISES = (*NOISE_MODES, "classifier")
+"""The noise models of ``_build``: a study's (``NOISE_MODES``) and the failure classifier's
+(the fixed noise of its Dirichlet targets, ``abo.failures``)."""
 
 NOISE_FLOOR = 1e-6
 NOISE_PRIOR = (-4.0, 1.0)  # LogNormal(loc, scale) of the learned noise (standardised scale)
@@ -74,17 +84,30 @@ class FittedModel:
 def _build(X: Tensor, Y: Tensor, noise: str) -> SingleTaskGP:
     d = X.shape[-1]
     ls_prior = LogNormalPrior(loc=math.sqrt(2) + 0.5 * math.log(d), scale=math.sqrt(3))
+    floor = CLASSIFIER_LENGTHSCALE_FLOOR if noise == "classifier" else 2.5e-2
     matern = MaternKernel(
         nu=2.5,
         ard_num_dims=d,
         lengthscale_prior=ls_prior,
-        lengthscale_constraint=GreaterThan(2.5e-2, transform=None, initial_value=ls_prior.mode),
+        lengthscale_constraint=GreaterThan(
+            floor, transform=None, initial_value=max(floor, float(ls_prior.mode))
+        ),
     )
     kernel = ScaleKernel(
         matern,
         outputscale_prior=GammaPrior(2.0, 1.0),
         outputscale_constraint=GreaterThan(1e-4, transform=None, initial_value=1.0),
     )
+    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(X)
+    if noise == "classifier":  # the Dirichlet targets' own, fixed noise: no interpolated spikes
+        return SingleTaskGP(
+            X,
+            Y,
+            train_Yvar=torch.full_like(Y, TARGET_NOISE),
+            covar_module=kernel,
+            outcome_transform=Standardize(m=1),
+            input_transform=Normalize(d=d, bounds=bounds),
+        )
     noise_prior = LogNormalPrior(loc=NOISE_PRIOR[0], scale=NOISE_PRIOR[1])
     likelihood = GaussianLikelihood(
         noise_prior=noise_prior if noise == "auto" else None,
@@ -97,7 +120,6 @@ def _build(X: Tensor, Y: Tensor, noise: str) -> SingleTaskGP:
     if noise == "deterministic":
         likelihood.noise = NOISE_FLOOR
         likelihood.raw_noise.requires_grad_(False)
-    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(X)
     return SingleTaskGP(
         X,
         Y,
@@ -182,7 +204,7 @@ def fit_gp(
     Args:
         X: ``n x d`` points in the unit cube (``n >= 1``).
         Y: ``n x 1`` finite utilities (larger is better).
-        noise: ``"auto"`` or ``"deterministic"``.
+        noise: ``"auto"`` or ``"deterministic"`` (or ``"classifier"``: ``abo.failures``).
         previous: the last fit, whose hyperparameters start this one (a warm start).
         full: also start from the prior's mode and a ``seed``-ed prior draw, keeping the
             start with the best marginal likelihood (a full multi-start refit).
@@ -191,8 +213,8 @@ def fit_gp(
     Raises:
         SurrogateFitError: when no fit succeeds and there is nothing to fall back to.
     """
-    if noise not in NOISE_MODES:
-        raise SurrogateFitError(f"noise: expected one of {NOISE_MODES}, got {noise!r}")
+    if noise not in MODEL_NOISES:
+        raise SurrogateFitError(f"noise: expected one of {MODEL_NOISES}, got {noise!r}")
     X = X.to(torch.double)
     Y = Y.to(torch.double)
     if not torch.isfinite(Y).all():  # Study never lets this happen; a last guard for the GP

@@ -577,8 +577,12 @@ def test_threads_sharing_one_study_get_distinct_trials(storage_url: str) -> None
     assert all(t.state is TrialState.DONE and t.value == told[t.id] for t in trials)
 
 
-def test_failed_trials_steer_the_model_away_and_caller_info_survives_the_model_phase() -> None:
-    """A failed region is modelled at the worst value; ask_batch(info=...) reaches GP trials.
+@pytest.mark.parametrize("failure_model", ["worst", "classifier"])
+def test_failed_trials_steer_the_model_away_and_caller_info_survives_the_model_phase(
+    failure_model: str,
+) -> None:
+    """A failed region is modelled at the worst value, or learnt by the failure classifier
+    (the default under qlognei); ask_batch(info=...) reaches GP trials.
 
     The objective improves towards x = 0.5 and fails below it: a model blind to failures
     extrapolates the trend into the failing region again and again.
@@ -586,7 +590,9 @@ def test_failed_trials_steer_the_model_away_and_caller_info_survives_the_model_p
     import abo
 
     space = abo.Space({"x": abo.Float(0.0, 1.0)})
-    study = abo.create_study(space, strategy="qlognei", seed=5, n_initial=4)
+    study = abo.create_study(
+        space, strategy="qlognei", seed=5, n_initial=4, failure_model=failure_model
+    )
 
     def evaluate(t: abo.Trial) -> None:
         if t.params["x"] > 0.5:
@@ -600,7 +606,9 @@ def test_failed_trials_steer_the_model_away_and_caller_info_survives_the_model_p
     for _ in range(6):
         t = study.ask_batch(1, info={"client_id": "c1"})[0]
         assert t.info["client_id"] == "c1" and t.proposal.strategy == "qlognei"
-        assert t.proposal.n_observations == 4 + len(proposals)
+        done = sum(1 for u in study.trials if u.state is TrialState.DONE)
+        modelled = done if failure_model == "classifier" else 4 + len(proposals)
+        assert t.proposal.n_observations == modelled
         proposals.append(t.params["x"])
         evaluate(t)
     assert sum(x < 0.45 for x in proposals) <= 1, proposals

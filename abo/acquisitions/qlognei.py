@@ -15,7 +15,8 @@ baseline jointly: on Branin it reached lower regret on each of 5 seeds and propo
 With outcome constraints (``ctx.feasibility``) the constraints' GPs join the objective's in a
 ``ModelListGP`` and BoTorch's own constraint handling weighs every Monte-Carlo sample by its
 smoothed feasibility (``constraints=`` of qLogNEI/qLogEI): the noisy incumbent becomes the
-best feasible baseline point, and a candidate counts only where its constraints hold.
+best feasible baseline point, and a candidate counts only where its constraints hold. With a
+failure classifier the log probability that the candidates succeed is added.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
+from abo.acquisitions.feasibility import Feasibility
 from abo.acquisitions.optimize import OptimizerBudget, best_observed, greedy_batch, maximize
 from abo.acquisitions.quiet import quiet_proposal
 
@@ -46,6 +48,20 @@ def is_noise_free(model: Model) -> bool:
     """Whether the model's observation noise is negligible (a deterministic objective)."""
     noise = getattr(getattr(model, "likelihood", None), "noise", None)
     return noise is not None and bool((noise.detach() <= NOISE_FREE_BELOW).all())
+
+
+class SuccessWeighted(AcquisitionFunction):
+    """A log acquisition plus the log probability that every point of the batch succeeds
+    (the failure classifier's, ``Feasibility.log_success``): ``b x q x d -> b``."""
+
+    def __init__(self, acq: AcquisitionFunction, feasibility: Feasibility) -> None:
+        super().__init__(model=acq.model)
+        self.acq = acq
+        self.feasibility = feasibility
+
+    def forward(self, X: Tensor) -> Tensor:
+        logp = self.feasibility.log_success(X.reshape(-1, X.shape[-1])).reshape(X.shape[:-1])
+        return self.acq(X) + logp.sum(-1)
 
 
 def _first_output(Z: Tensor, X: Tensor | None = None) -> Tensor:
@@ -93,7 +109,16 @@ class QLogNEIStrategy:
         sampler = SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=ctx.seed())
         X_pending = pending if pending.shape[0] else None
         if ctx.feasibility is not None:
-            return self._constrained(ctx, sampler, X_pending)
+            acq = self._constrained(ctx, sampler, X_pending)
+            if ctx.feasibility.success is None:
+                return acq
+            return SuccessWeighted(acq, ctx.feasibility)
+        return self._plain(ctx, sampler, X_pending)
+
+    def _plain(
+        self, ctx: ProposalContext, sampler: SobolQMCNormalSampler, X_pending: Tensor | None
+    ) -> AcquisitionFunction:
+        assert ctx.model is not None
         if is_noise_free(ctx.model):
             return qLogExpectedImprovement(
                 model=ctx.model, best_f=ctx.Y.max(), sampler=sampler, X_pending=X_pending
@@ -113,6 +138,8 @@ class QLogNEIStrategy:
         BoTorch counts a sample feasible where every slack is non-negative."""
         assert ctx.model is not None and ctx.feasibility is not None
         feas = ctx.feasibility
+        if not feas.models:  # no outcome constraints: only the failure classifier weighs
+            return self._plain(ctx, sampler, X_pending)
         model = ModelListGP(*cast(list[GPyTorchModel], [ctx.model, *feas.models]))
         objective = GenericMCObjective(_first_output)
         constraints = [_slack_constraint(i + 1) for i in range(len(feas.models))]

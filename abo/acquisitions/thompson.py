@@ -17,8 +17,9 @@ over Sobol candidates (``MaxPosteriorSampling``) takes its place, and the propos
 reached, so BoTorch's ``OptimizationWarning`` about it is recorded, not shown
 (``abo.acquisitions.quiet``).
 
-With outcome constraints (``ctx.feasibility``) each point draws a path of every constraint's
-slack GP beside the objective's and maximises the objective's path where the sampled slacks
+With outcome constraints or a failure classifier (``ctx.feasibility``) each point draws a path
+of every constraint's slack GP (and of the classifier's log-odds of success) beside the
+objective's and maximises the objective's path where the sampled slacks
 are all non-negative (the sample's feasibility): the local searches climb the objective's path
 minus a steep penalty on sampled violation, and a point is kept only if the sample says it is
 feasible; when the sample is feasible nowhere the searches found, the point with the least
@@ -236,8 +237,9 @@ def constrained_thompson_points(
     feas = ctx.feasibility
     seed = ctx.seed()
     objective = draw_paths(ctx, n, seed)
-    slacks = [draw_paths(replace(ctx, model=m), n, seed + 1 + i) for i, m in enumerate(feas.models)]
-    weights = [100.0 * _scale(ctx.model) / max(_scale(m), 1e-12) for m in feas.models]
+    sampled = feas.sampled  # every constraint's slack, then the failure classifier's log-odds
+    slacks = [draw_paths(replace(ctx, model=m), n, seed + 1 + i) for i, m in enumerate(sampled)]
+    weights = [100.0 * _scale(ctx.model) / max(_scale(m), 1e-12) for m in sampled]
     acq = ConstrainedPaths(objective, slacks, weights)
     raw = sobol_points(ctx, budget.raw_samples, ctx.seed())
     wide = raw.unsqueeze(1).expand(-1, n, -1)  # every raw point under every path

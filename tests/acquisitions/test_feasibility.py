@@ -76,3 +76,27 @@ def test_qlognei_and_thompson_propose_feasible_points() -> None:
         proposal = strategy.propose(ctx, 3)
         assert (proposal.X[:, 0] <= 0.55).all(), (strategy.name, proposal.X)
         assert torch.pdist(proposal.X).min() > 1e-3  # three different points
+
+
+def test_every_constraint_aware_strategy_avoids_where_the_classifier_expects_failures() -> None:
+    from abo.failures import success_targets
+
+    X, Y = peaked_data(n=16, seed=4)
+    ok = X[:, 0] <= 0.5  # evaluations failed right of x0 = 0.5
+    assert X[~ok][:, 0].numel() and Y[~ok].max() > Y[ok].max()  # where the objective looked best
+    objective = fit_gp(X[ok], Y[ok], noise="deterministic").model
+    classifier = fit_gp(X, success_targets(ok), noise="classifier").model
+    feas = Feasibility(
+        names=(),
+        models=(),
+        observed=torch.ones(int(ok.sum()), dtype=torch.bool),
+        success=classifier,
+    )
+    for strategy in (
+        BelieverStrategy(raw_samples=128, num_restarts=3),
+        QLogNEIStrategy(mc_samples=64, raw_samples=128, num_restarts=3),
+        ThompsonStrategy(raw_samples=128, num_restarts=3),
+    ):
+        ctx = replace(make_ctx(objective, X[ok], Y[ok], seed=1), feasibility=feas)
+        proposal = strategy.propose(ctx, 2)
+        assert (proposal.X[:, 0] <= 0.6).all(), (strategy.name, proposal.X)
