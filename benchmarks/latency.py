@@ -9,14 +9,18 @@ in a background thread of the same process (competing for the same cores, as in 
 Each (strategy, size) runs in its own process under a time cap; when the cap is hit, that size
 is reported with the asks it finished (or skipped) and larger sizes for that strategy are skipped.
 
-Two names are not strategies: ``default`` is a study created with no strategy, refit or thread
-option at all (what a user gets), and ``optuna-gp`` is Optuna's ``GPSampler`` given the same
-data, the same busy trials (asked, never told) and the same timed ask-then-tell cycle. Torch
+Three names are not strategies: ``default`` is a study created with no strategy, refit or
+thread option at all (what a user gets); ``constrained`` is the same with two outcome
+constraints (``spread <= 0.3``, ``total >= 2.4``) and evaluations that fail on a fifth of the
+cube (``x0 > 0.8``: about 20 % of the data are failed trials, which train the failure
+classifier); ``optuna-gp`` is Optuna's ``GPSampler`` given the same data, the same busy trials
+(asked, never told) and the same timed ask-then-tell cycle. Torch
 runs with abo's own thread choice unless ``--threads`` sets one for every cell.
 
     python -m benchmarks latency --sizes 50 200 500 --strategies qlognei thompson
     python -m benchmarks latency --sizes 1000 5000 --refit background --strategies thompson
     python -m benchmarks latency --sizes 1000 10000 --strategies default optuna-gp --refit default
+    python -m benchmarks latency --sizes 500 --strategies default constrained --refit background
 """
 
 from __future__ import annotations
@@ -33,6 +37,19 @@ BUSY = 8
 
 OPTUNA = "optuna-gp"
 DEFAULT = "default"  # create_study with no strategy, refit or thread option
+CONSTRAINED = "constrained"  # the default strategy with two outcome constraints and failures
+
+
+def constraint_values(x: np.ndarray, value: float) -> dict[str, float]:
+    """The outcomes of the ``constrained`` study: Hartmann-6's value and two constraints that
+    cut the cube (``spread <= 0.3`` holds on about half of it, ``total >= 2.4`` on about
+    three quarters)."""
+    return {"value": value, "spread": float(np.std(x)), "total": float(np.sum(x))}
+
+
+def crashes(x: np.ndarray) -> bool:
+    """Where the ``constrained`` study's evaluations fail: ``x0 > 0.8``, a fifth of the cube."""
+    return bool(x[0] > 0.8)
 
 
 def _measure(
@@ -62,6 +79,9 @@ def _measure(
     problem = get_problem("hartmann6")
     names = [f"x{i}" for i in range(problem.dim)]
     space = abo.Space({name: abo.Float(0.0, 1.0) for name in names})
+    if strategy == CONSTRAINED:
+        _measure_constrained(problem, names, space, n, repeats, seed, cap, queue, options)
+        return
     if strategy == DEFAULT:
         study = abo.create_study(space, seed=seed, n_initial=1)
     else:
@@ -72,12 +92,46 @@ def _measure(
     timed_asks(study, repeats, cap, queue, lambda x: problem(x), names)
 
 
+def _measure_constrained(
+    problem: Any,
+    names: list[str],
+    space: Any,
+    n: int,
+    repeats: int,
+    seed: int,
+    cap: float,
+    queue: Any,
+    options: dict,
+) -> None:
+    """``_measure`` for the ``constrained`` study: ``n`` results of which those in the failing
+    region are failed trials, then the same timed cycle (a failing point is failed, not told)."""
+    import abo
+
+    outcomes = {"value": "minimize", "spread": "<= 0.3", "total": ">= 2.4"}
+    study = abo.create_study(space, outcomes=outcomes, seed=seed, n_initial=1, **options)
+    rng = np.random.default_rng(seed)
+    points = rng.random((n, problem.dim))
+    for x in points:
+        params = dict(zip(names, map(float, x), strict=True))
+        if crashes(x):
+            study.enqueue(params)
+            study.fail(study.ask().id, "diverged")
+        else:
+            study.add(params, constraint_values(x, problem(x)))
+
+    def result(x: np.ndarray) -> Any:
+        return None if crashes(x) else constraint_values(x, problem(x))
+
+    timed_asks(study, repeats, cap, queue, result, names)
+
+
 def timed_asks(
     study: Any, repeats: int, cap: float, queue: Any, value: Any, names: list[str]
 ) -> None:
     """Ask for ``BUSY`` busy points (the model is fitted there, untimed), say ``"ready"``, then
     put the seconds of each of ``repeats`` asks on ``queue``, each followed by the tell of
-    ``value(x)`` for its point, until ``cap`` seconds have passed; ``None`` at the end."""
+    ``value(x)`` for its point (``None``: the evaluation failed, and the trial is failed),
+    until ``cap`` seconds have passed; ``None`` at the end."""
     import numpy as np
 
     for _ in range(BUSY):
@@ -89,7 +143,11 @@ def timed_asks(
         trial = study.ask(n_workers=BUSY + 1)
         queue.put(time.perf_counter() - t0)
         x = np.array([trial.params[name] for name in names])
-        study.tell(trial.id, value(x))  # one more completion before the next ask
+        outcome = value(x)
+        if outcome is None:  # the evaluation failed
+            study.fail(trial.id, "diverged")
+        else:
+            study.tell(trial.id, outcome)  # one more completion before the next ask
         if time.perf_counter() - started > cap:
             break
     queue.put(None)
@@ -182,7 +240,7 @@ def main(args: argparse.Namespace) -> int:
 
     strategies = args.strategies or list(abo.strategies(objectives=1))
     for name in strategies:
-        if name not in (DEFAULT, OPTUNA):
+        if name not in (DEFAULT, OPTUNA, CONSTRAINED):
             abo.registry.check_strategy(name)
     options: dict[str, Any] = {}
     if args.refit != "default":

@@ -141,6 +141,20 @@ def test_latency_times_asks_and_caps_slow_sizes(capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.slow
+def test_latency_of_a_study_with_constraints_and_failures() -> None:
+    import numpy as np
+
+    from benchmarks.latency import constraint_values, crashes, measure
+
+    x = np.full(6, 0.5)
+    assert not crashes(x) and crashes(np.array([0.9, *x[1:]]))
+    assert constraint_values(x, 1.0) == {"value": 1.0, "spread": 0.0, "total": 3.0}
+    options = {"refit": "background"}
+    times, capped = measure("constrained", 40, repeats=3, seed=0, cap=60.0, options=options)
+    assert len(times) == 3 and not capped and all(0 < t < 30 for t in times)
+
+
+@pytest.mark.slow
 def test_loop_utilization_on_a_real_dask_cluster() -> None:
     from benchmarks.loop_utilization import measure
 
