@@ -7,6 +7,10 @@ argument: with ``M`` the best observed utility and ``L`` a Lipschitz constant of
 mean, no point closer than ``r_j = |mu(x_j) - M| / L`` to ``x_j`` can beat ``M``, give or take
 ``s_j = sigma(x_j) / L``. Everything runs in log space.
 
+With outcome constraints or a failure classifier (``ctx.feasibility``) the probability that a
+point is feasible and succeeds is one more penaliser, of the infeasible region (added in log
+space), and ``M`` is the best *feasible* utility.
+
 * ``playbook`` (Alvi et al., ICML 2019, "PLAyBOOK-HL"): the *hard* penaliser
   ``phi = ((||x - x_j|| / (r_j + s_j))^p + 1)^(1/p)`` with ``p = -5`` — exactly 0 at the busy
   point, 1 far away — and a *local* Lipschitz constant per busy point (max of ``||grad mu||``
@@ -34,6 +38,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
+from abo.acquisitions.feasibility import Feasibility
 from abo.acquisitions.optimize import (
     OptimizerBudget,
     PosteriorMoments,
@@ -293,8 +298,10 @@ class LocallyPenalizedAcquisition(AcquisitionFunction):
         p: float = HLP_POWER,
         n_lipschitz_samples: int = 128,
         lipschitz_maxiter: int = 10,
+        feasibility: Feasibility | None = None,
     ) -> None:
         super().__init__(model=model)
+        self.feasibility = feasibility  # outcome constraints and failures: one more penaliser
         if penalizer not in ("hlp", "lp"):
             raise AboError(f"penalizer: expected 'hlp' or 'lp', got {penalizer!r}")
         if lipschitz not in ("local", "global"):
@@ -344,7 +351,12 @@ class LocallyPenalizedAcquisition(AcquisitionFunction):
         """``b x 1 x d`` -> ``b`` penalised log-acquisition values."""
         X = X.squeeze(-2)
         mean, std = standardized_posterior(self.model, X)
-        return log_softplus(mean + self.kappa * std) + self.log_penalty(X)
+        value = log_softplus(mean + self.kappa * std) + self.log_penalty(X)
+        if self.feasibility is not None:  # the infeasible region penalised by its probability
+            value = value + self.feasibility.log_prob(X.reshape(-1, X.shape[-1])).reshape(
+                value.shape
+            )
+        return value
 
 
 # -- the strategies -------------------------------------------------------------------------------
@@ -374,9 +386,11 @@ class _PenalizedStrategy:
     def acquisition(self, ctx: ProposalContext, X_busy: Tensor) -> LocallyPenalizedAcquisition:
         """The penalised acquisition for ``ctx``'s model with ``X_busy`` busy."""
         assert ctx.model is not None
+        feas = ctx.feasibility
+        Y = feas.feasible_rows(ctx.X, ctx.Y)[1] if feas is not None else ctx.Y
         return LocallyPenalizedAcquisition(
             ctx.model,
-            best_f=ctx.Y.max(),
+            best_f=Y.max() if Y.numel() else ctx.Y.min(),
             X_busy=X_busy,
             bounds=ctx.bounds,
             penalizer=self.penalizer,
@@ -384,6 +398,7 @@ class _PenalizedStrategy:
             kappa=self.kappa,
             n_lipschitz_samples=self.n_lipschitz_samples,
             lipschitz_maxiter=self.lipschitz_maxiter,
+            feasibility=feas,
         )
 
     @quiet_proposal
@@ -399,7 +414,9 @@ class _PenalizedStrategy:
 
 
 @register_strategy(
-    "playbook", "PLAyBOOK-HL: UCB times hard local penalisers with local Lipschitz constants"
+    "playbook",
+    "PLAyBOOK-HL: UCB times hard local penalisers with local Lipschitz constants",
+    constraints="single",
 )
 class PlaybookStrategy(_PenalizedStrategy):
     """PLAyBOOK-HL (Alvi et al. 2019): hard penalisers, one Lipschitz constant per busy point."""
@@ -409,7 +426,11 @@ class PlaybookStrategy(_PenalizedStrategy):
     lipschitz: Literal["local", "global"] = "local"
 
 
-@register_strategy("lp", "local penalisation (Gonzalez et al. 2016): soft penalisers, global L")
+@register_strategy(
+    "lp",
+    "local penalisation (Gonzalez et al. 2016): soft penalisers, global L",
+    constraints="single",
+)
 class LocalPenalizationStrategy(_PenalizedStrategy):
     """Local penalisation (González et al. 2016): soft penalisers, one global constant."""
 

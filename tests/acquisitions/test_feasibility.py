@@ -12,6 +12,7 @@ from strategy_helpers import make_ctx, peaked_data
 
 from abo.acquisitions.believer import BelieverStrategy
 from abo.acquisitions.feasibility import Feasibility
+from abo.acquisitions.local_penalization import LocalPenalizationStrategy, PlaybookStrategy
 from abo.acquisitions.optimize import FastLogEI
 from abo.acquisitions.qlognei import QLogNEIStrategy
 from abo.acquisitions.thompson import ThompsonStrategy
@@ -64,13 +65,15 @@ def test_with_nothing_feasible_yet_the_believer_heads_for_feasibility() -> None:
     assert x[0, 0] <= 0.55, x
 
 
-def test_qlognei_and_thompson_propose_feasible_points() -> None:
+def test_qlognei_thompson_and_the_penalisers_propose_feasible_points() -> None:
     X, Y, objective, _, feas = constrained()
     unconstrained_best = X[Y.argmax(), 0].item()
     assert unconstrained_best > 0.5  # the objective alone would pull across the constraint
     for strategy in (
         QLogNEIStrategy(mc_samples=64, raw_samples=128, num_restarts=3),
         ThompsonStrategy(raw_samples=128, num_restarts=3),
+        PlaybookStrategy(raw_samples=128, num_restarts=3),
+        LocalPenalizationStrategy(raw_samples=128, num_restarts=3),
     ):
         ctx = replace(make_ctx(objective, X, Y, seed=2), feasibility=feas)
         proposal = strategy.propose(ctx, 3)
@@ -96,6 +99,7 @@ def test_every_constraint_aware_strategy_avoids_where_the_classifier_expects_fai
         BelieverStrategy(raw_samples=128, num_restarts=3),
         QLogNEIStrategy(mc_samples=64, raw_samples=128, num_restarts=3),
         ThompsonStrategy(raw_samples=128, num_restarts=3),
+        PlaybookStrategy(raw_samples=128, num_restarts=3),
     ):
         ctx = replace(make_ctx(objective, X[ok], Y[ok], seed=1), feasibility=feas)
         proposal = strategy.propose(ctx, 2)
