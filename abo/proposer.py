@@ -40,6 +40,7 @@ from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
 from abo.acquisitions.feasibility import Feasibility
 from abo.exceptions import AboWarning, StrategyError, SurrogateFitError
 from abo.failures import success_targets
+from abo.linear import feasible_mask
 from abo.refit import ModelManager, data_key
 from abo.registry import make_strategy
 from abo.space import ParamValue
@@ -86,6 +87,11 @@ class Proposer:
             for _ in spec.objectives
         ]
         self.multi = len(spec.objectives) > 1
+        self.linear = spec.linear_constraints  # parameter constraints (abo.linear)
+        self._unit_linear = [
+            (torch.tensor(i), torch.tensor(c, dtype=torch.double), float(r))
+            for i, c, r in (c.unit_form(spec.space) for c in self.linear)
+        ]
         self.objective_models = [self.models, *others]  # one GP per objective
         self.failure_models = ModelManager(  # the classifier's GP of the log-odds of success
             noise="classifier",
@@ -249,9 +255,7 @@ class Proposer:
             else:
                 self.models.warm_up(space.dim)
         if n_sobol:
-            engine = SobolEngine(space.dim, scramble=True, seed=self.spec.seed % (2**31))
-            points = engine.draw(designed + n_sobol, dtype=torch.double)[designed:]
-            X_new.append(space.round(points))
+            X_new.append(self._design(designed, n_sobol))
             records += [ProposalRecord("sobol") for _ in range(n_sobol)]
         if m - n_sobol:
             running = [t for t in trials if t.state is TrialState.RUNNING]
@@ -260,7 +264,49 @@ class Proposer:
             X_new.append(space.round(X))
             records += new_records
         X_all, records = self._deduplicate(torch.cat(X_new), trials, seed, records)
+        if self.linear:
+            X_all, records = self._inside(X_all, seed, records)
         return [(space.from_unit(x), r) for x, r in zip(X_all, records, strict=True)]
+
+    def _design(self, start: int, n: int) -> Tensor:
+        """Points ``start`` to ``start + n`` of the study's scrambled Sobol design (rounded);
+        with parameter constraints, of the design's points that satisfy them (rejection)."""
+        space = self.spec.space
+        engine = SobolEngine(space.dim, scramble=True, seed=self.spec.seed % (2**31))
+        if not self.linear:
+            return space.round(engine.draw(start + n, dtype=torch.double)[start:])
+        kept: list[Tensor] = []
+        count = 0
+        while count < start + n:  # the spec checked that the region can be sampled
+            X = space.round(engine.draw(max(64, 4 * (start + n)), dtype=torch.double))
+            X = X[feasible_mask(space, X, self.linear)]
+            kept.append(X)
+            count += X.shape[0]
+        return torch.cat(kept)[start : start + n]
+
+    def _inside(
+        self, X: Tensor, seed: int, records: list[ProposalRecord]
+    ) -> tuple[Tensor, list[ProposalRecord]]:
+        """Replace rows that break a parameter constraint (a strategy that searched without
+        them, or rounding) by random points that satisfy them; their records say so."""
+        space = self.spec.space
+        ok = feasible_mask(space, X, self.linear)
+        if bool(ok.all()):
+            return X, records
+        gen = torch.Generator().manual_seed(seed + 2)
+        records = list(records)
+        X = X.clone()
+        for i in (~ok).nonzero().reshape(-1).tolist():
+            for _ in range(1000):
+                candidate = space.round(
+                    torch.rand(64, space.dim, generator=gen, dtype=torch.double)
+                )
+                inside = candidate[feasible_mask(space, candidate, self.linear)]
+                if inside.shape[0]:
+                    X[i] = inside[0]
+                    records[i] = _with(records[i], details={**records[i].details, "outside": True})
+                    break
+        return X, records
 
     def _fitters(
         self, trials: Sequence[Trial], observed: Sequence[Trial], X: Tensor, Y: Tensor
@@ -437,6 +483,7 @@ class Proposer:
                 pace=pace,
                 ref_point=self.ref_point(trials),
                 feasibility=feasibility,
+                inequality_constraints=self._unit_linear or None,
             )
             if needs_model and fitted is None:
                 proposal = Proposal(ctx.uniform(m), [{"strategy": "random"}] * m)

@@ -129,6 +129,13 @@ class StudySpec:
             "'auto' (the default): 'power' under the default strategy, 'none' under the others."
         ),
     )
+    parameter_constraints: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Linear inequalities between numeric, linearly scaled parameters that every "
+            "evaluated point satisfies, such as 'x1 + 2*x2 <= 1' (abo.linear)."
+        ),
+    )
     failure_model: str = field(
         default="auto",
         metadata=_doc(
@@ -211,6 +218,16 @@ class StudySpec:
         _check_int(self.max_exact, "max_exact", 10, 10**7, "an integer of at least 10")
         _check_choice(self.output_transform, "output_transform", OUTPUT_TRANSFORMS)
         _check_choice(self.failure_model, "failure_model", FAILURE_MODELS)
+        from abo.linear import FIELD, parse_all, reachable
+
+        linear = parse_all(self.parameter_constraints, self.space)
+        object.__setattr__(self, "parameter_constraints", tuple(c.text for c in linear))
+        if linear and not reachable(self.space, linear):
+            raise AboError(
+                f"{FIELD}: no point of the first 4096 Sobol points satisfies them all; the "
+                "feasible region is too small (or empty) to sample",
+                field=FIELD,
+            )
         if not isinstance(self.strategy_options, Mapping):
             raise AboError(
                 f"strategy_options: expected a dict, got {type(self.strategy_options).__name__}",
@@ -244,6 +261,23 @@ class StudySpec:
     @property
     def objectives(self) -> tuple[Objective, ...]:
         return objectives(self.outcomes)
+
+    @property
+    def linear_constraints(self) -> tuple[Any, ...]:
+        """``parameter_constraints`` parsed (``abo.linear.LinearConstraint``)."""
+        from abo.linear import parse_all
+
+        return parse_all(self.parameter_constraints, self.space)
+
+    def validate_params(self, params: Any) -> dict[str, Any]:
+        """``space.validate`` and every parameter constraint (``AboError`` naming the one
+        broken): what ``enqueue`` and ``add`` accept."""
+        checked = self.space.validate(params)
+        if self.parameter_constraints:
+            from abo.linear import check_params
+
+            check_params(checked, self.linear_constraints)
+        return checked
 
     @property
     def constraints(self) -> tuple[Constraint, ...]:
@@ -320,6 +354,7 @@ class StudySpec:
         # a spec stored before the option existed modelled the raw values: it goes on doing so
         options.setdefault("output_transform", "none")
         options.setdefault("failure_model", "worst")  # so did a spec from before failure models
+        options["parameter_constraints"] = tuple(options.get("parameter_constraints") or ())
         options["seed"] = int(data["seed"])
         return cls(
             space=Space.from_json(data["space"]),

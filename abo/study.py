@@ -378,7 +378,7 @@ class Study:
         so a script that enqueues its starting points can run again; ``allow_duplicate=True``
         queues them anyway. Returns whether they were queued.
         """
-        checked = self.space.validate(params)
+        checked = self.spec.validate_params(params)
         point = QueuedPoint(checked, proposal=ENQUEUED)
         return lifecycle.enqueue(self._storage, self._record, point, unique=not allow_duplicate)
 
@@ -397,7 +397,7 @@ class Study:
         with other values are a new observation and are added); ``allow_duplicate=True``
         always adds.
         """
-        checked = self.space.validate(params)
+        checked = self.spec.validate_params(params)
         values = check_values(value, self.outcomes)
         user = _check_mapping(metadata, "metadata")
         return lifecycle.add_done(

@@ -56,6 +56,10 @@ class ProposalContext:
         feasibility: the models of the study's outcome constraints and which rows of ``X``
             were feasible (``abo.acquisitions.feasibility``); ``None`` without constraints.
             Only strategies registered with ``constraints=`` get a context that has it.
+        inequality_constraints: the study's linear parameter constraints on the unit cube,
+            in BoTorch's form (``(indices, coefficients, rhs)``: ``sum(c * x[i]) >= rhs``),
+            for ``optimize_acqf``; ``None`` without any. Points that break them after
+            rounding are replaced by the proposer, whatever the strategy does.
     """
 
     model: Model | None
@@ -72,6 +76,7 @@ class ProposalContext:
     pace: float | None = None
     ref_point: Tensor | None = None
     feasibility: Feasibility | None = None
+    inequality_constraints: list[tuple[Tensor, Tensor, float]] | None = None
 
     @property
     def dim(self) -> int:
@@ -101,6 +106,14 @@ class ProposalContext:
         if ref is None:
             ref = reference_point(self.Y, self.n_initial or self.Y.shape[0])
         return ref.to(torch.double)
+
+    def satisfies(self, X: Tensor) -> Tensor:
+        """``n`` booleans: which rows of ``X`` (unit cube) satisfy ``inequality_constraints``
+        (all, without any), in their relaxed unit-cube form."""
+        ok = torch.ones(X.shape[0], dtype=torch.bool)
+        for idx, coef, rhs in self.inequality_constraints or ():
+            ok &= X[:, idx] @ coef.to(X) >= rhs - 1e-9
+        return ok
 
     def uniform(self, n: int) -> Tensor:
         """``n x d`` uniform points in the cube from ``generator``."""

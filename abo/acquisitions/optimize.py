@@ -93,20 +93,27 @@ def maximize(
         num_restarts=budget.num_restarts,
         raw_samples=budget.raw_samples,
         options={"seed": ctx.seed()},
+        inequality_constraints=ctx.inequality_constraints,  # None: none
     )
     extra = [incumbent(ctx)] if ctx.X.shape[0] else []
     if seed_points is not None and seed_points.numel():
         extra.append(seed_points)
     if extra:
-        starts = torch.cat([starts, torch.cat(extra).unsqueeze(1).to(starts)], dim=0)
+        more = torch.cat(extra).to(starts)
+        more = more[ctx.satisfies(more)]  # a search inside the constraints starts inside
+        starts = torch.cat([starts, more.unsqueeze(1)], dim=0)
+    options: dict[str, bool | float | int | str] = {"maxiter": budget.maxiter}
+    if not ctx.inequality_constraints:
+        options["factr"] = budget.factr  # L-BFGS-B's; SLSQP (with constraints) has no factr
     X, value = optimize_acqf(
         acq,
         bounds=ctx.bounds,
         q=1,
         num_restarts=starts.shape[0],
         batch_initial_conditions=starts,
-        options={"maxiter": budget.maxiter, "factr": budget.factr},
+        options=options,
         retry_on_optimization_warning=False,
+        inequality_constraints=ctx.inequality_constraints,
     )
     assert value is not None  # optimize_acqf returns the values (return_acq_values=True)
     return X.detach(), float(value.max())

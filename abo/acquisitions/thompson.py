@@ -89,6 +89,7 @@ def maximize_paths(
             lower_bounds=ctx.bounds[0].to(starts),
             upper_bounds=ctx.bounds[1].to(starts),
             options={"maxiter": budget.maxiter},
+            inequality_constraints=ctx.inequality_constraints,
         )
     X = X.detach()
     with torch.no_grad():
@@ -259,6 +260,7 @@ def constrained_thompson_points(
             lower_bounds=ctx.bounds[0].to(starts),
             upper_bounds=ctx.bounds[1].to(starts),
             options={"maxiter": budget.maxiter},
+            inequality_constraints=ctx.inequality_constraints,
         )
     candidates = torch.cat([X.detach(), wide])  # (k + r) x n x d: local maxima, then raw
     with torch.no_grad():

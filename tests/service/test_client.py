@@ -238,3 +238,17 @@ def test_a_study_of_two_objectives_over_http_has_a_front_and_a_hypervolume(
     assert err.value.field == "reference_point.cost"
     with pytest.raises(abo.AboError, match="use best_trials"):
         _ = study.best
+
+
+def test_parameter_constraints_over_http(server) -> None:
+    from abo.service import Client
+
+    space = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0), "k": abo.Int(0, 4)})
+    rules = ["x + y <= 1", "x - 0.1*k >= 0"]
+    study = Client(server.url).create_study(
+        space, "linear-http", parameter_constraints=rules, strategy="random", seed=0
+    )
+    assert study.spec.parameter_constraints == tuple(rules)
+    with pytest.raises(abo.AboError, match="parameter_constraints"):
+        study.enqueue({"x": 0.9, "y": 0.9, "k": 0})
+    assert all(not (t.params["x"] + t.params["y"] > 1 + 1e-9) for t in study.ask_batch(8))
