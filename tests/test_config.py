@@ -42,6 +42,18 @@ def two(p):
 """
 
 
+def run_file(path: Path) -> None:
+    """``abo run FILE --quiet`` in the file's folder, which must succeed."""
+    out = subprocess.run(
+        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet"],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr
+
+
 def test_every_study_option_is_a_study_file_key(tmp_path: Path) -> None:
     """The keys a file may have come from ``abo.spec`` (a new option needs no edit here)."""
     path = tmp_path / "options.toml"
@@ -58,14 +70,7 @@ def test_a_study_file_with_named_outcomes_runs(tmp_path: Path) -> None:
     (tmp_path / "objective.py").write_text(OBJECTIVE)
     path = tmp_path / "two.toml"
     path.write_text(FILE.format(extra='refit = "sync"\nreference_point = {error = 1, cost = -0.5}'))
-    out = subprocess.run(
-        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert out.returncode == 0, out.stderr
+    run_file(path)
     study = abo.load_study("two", storage=f"sqlite:///{tmp_path / 'two.db'}")
     assert [o.direction for o in study.outcomes] == ["minimize", "maximize"]
     assert study.reference_point() == {"error": 1.0, "cost": -0.5}  # as the file declared
@@ -86,14 +91,7 @@ def test_a_study_file_with_an_outcome_constraint_runs_with_the_default_strategy(
     text = text.replace('cost = "maximize"', 'load = "<= 0.5"')
     path = tmp_path / "constrained.toml"
     path.write_text(text.format(extra=""))
-    out = subprocess.run(
-        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert out.returncode == 0, out.stderr
+    run_file(path)
     study = abo.load_study("two", storage=f"sqlite:///{tmp_path / 'two.db'}")
     assert [(c.name, c.op, c.bound) for c in study.spec.constraints] == [("load", "<=", 0.5)]
     assert study.spec.strategy == "auto"

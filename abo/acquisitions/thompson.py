@@ -82,6 +82,16 @@ def maximize_paths(
     starts = raw[raw_values.topk(k, dim=-1).indices].transpose(0, 1)  # k x n x d
     if ctx.X.shape[0]:
         starts = torch.cat([starts, incumbent(ctx).to(starts).expand(1, n, -1)])
+    X = climb(starts, acq, ctx, budget)
+    with torch.no_grad():
+        return X, path_values(acq, X)
+
+
+def climb(
+    starts: Tensor, acq: AcquisitionFunction, ctx: ProposalContext, budget: OptimizerBudget
+) -> Tensor:
+    """The ends of batched local searches of ``acq`` from ``k x n x d`` ``starts`` inside the
+    cube (and the study's parameter constraints)."""
     with search_warnings():  # an abnormal line search still ends at its best point
         X, _ = gen_candidates_scipy(
             starts,
@@ -91,9 +101,7 @@ def maximize_paths(
             options={"maxiter": budget.maxiter},
             inequality_constraints=ctx.inequality_constraints,
         )
-    X = X.detach()
-    with torch.no_grad():
-        return X, path_values(acq, X)
+    return X.detach()
 
 
 def _pick(candidates: Tensor, values: Tensor, chosen: list[Tensor], ctx: ProposalContext):
@@ -253,16 +261,9 @@ def constrained_thompson_points(
     if X_ok.shape[0]:
         best = X_ok[ctx.Y[feas.observed.to(torch.bool)].reshape(-1).argmax()]
         starts = torch.cat([starts, best.to(starts).expand(1, n, -1)])
-    with search_warnings():
-        X, _ = gen_candidates_scipy(
-            starts,
-            acq,
-            lower_bounds=ctx.bounds[0].to(starts),
-            upper_bounds=ctx.bounds[1].to(starts),
-            options={"maxiter": budget.maxiter},
-            inequality_constraints=ctx.inequality_constraints,
-        )
-    candidates = torch.cat([X.detach(), wide])  # (k + r) x n x d: local maxima, then raw
+    candidates = torch.cat(
+        [climb(starts, acq, ctx, budget), wide]
+    )  # (k + r) x n x d: local maxima, then raw
     with torch.no_grad():
         values, violation = acq.parts(candidates)
     points: list[Tensor] = []

@@ -151,9 +151,9 @@ def test_latency_of_a_study_with_constraints_and_failures() -> None:
     assert constraint_values(x, 1.0) == {"value": 1.0, "spread": 0.0, "total": 3.0}
     options = {"refit": "background"}
     times, capped = measure(
-        "constrained", 16, repeats=2, seed=0, cap=120.0, options=options, setup=300.0
+        "constrained", 10, repeats=1, seed=0, cap=120.0, options=options, setup=300.0
     )
-    assert len(times) == 2 and not capped and all(0 < t < 60 for t in times)
+    assert len(times) == 1 and not capped and 0 < times[0] < 60
 
 
 @pytest.mark.slow
