@@ -79,49 +79,31 @@ def _measure(
     problem = get_problem("hartmann6")
     names = [f"x{i}" for i in range(problem.dim)]
     space = abo.Space({name: abo.Float(0.0, 1.0) for name in names})
-    if strategy == CONSTRAINED:
-        _measure_constrained(problem, names, space, n, repeats, seed, cap, queue, options)
-        return
-    if strategy == DEFAULT:
-        study = abo.create_study(space, seed=seed, n_initial=1)
+    rng = np.random.default_rng(seed)
+    if strategy == CONSTRAINED:  # the default strategy, two constraints, a failing fifth
+        outcomes = {"value": "minimize", "spread": "<= 0.3", "total": ">= 2.4"}
+        study = abo.create_study(space, outcomes=outcomes, seed=seed, n_initial=1, **options)
+
+        def result(x: np.ndarray) -> Any:
+            return None if crashes(x) else constraint_values(x, problem(x))
+
     else:
-        study = abo.create_study(space, strategy=strategy, seed=seed, n_initial=1, **options)
-    rng = np.random.default_rng(seed)
+        if strategy == DEFAULT:
+            study = abo.create_study(space, seed=seed, n_initial=1)
+        else:
+            study = abo.create_study(space, strategy=strategy, seed=seed, n_initial=1, **options)
+
+        def result(x: np.ndarray) -> Any:
+            return problem(x)
+
     for x in rng.random((n, problem.dim)):
-        study.add(dict(zip(names, map(float, x), strict=True)), problem(x))
-    timed_asks(study, repeats, cap, queue, lambda x: problem(x), names)
-
-
-def _measure_constrained(
-    problem: Any,
-    names: list[str],
-    space: Any,
-    n: int,
-    repeats: int,
-    seed: int,
-    cap: float,
-    queue: Any,
-    options: dict,
-) -> None:
-    """``_measure`` for the ``constrained`` study: ``n`` results of which those in the failing
-    region are failed trials, then the same timed cycle (a failing point is failed, not told)."""
-    import abo
-
-    outcomes = {"value": "minimize", "spread": "<= 0.3", "total": ">= 2.4"}
-    study = abo.create_study(space, outcomes=outcomes, seed=seed, n_initial=1, **options)
-    rng = np.random.default_rng(seed)
-    points = rng.random((n, problem.dim))
-    for x in points:
         params = dict(zip(names, map(float, x), strict=True))
-        if crashes(x):
+        outcome = result(x)
+        if outcome is None:  # a failed trial: queued, asked, failed
             study.enqueue(params)
             study.fail(study.ask().id, "diverged")
         else:
-            study.add(params, constraint_values(x, problem(x)))
-
-    def result(x: np.ndarray) -> Any:
-        return None if crashes(x) else constraint_values(x, problem(x))
-
+            study.add(params, outcome)
     timed_asks(study, repeats, cap, queue, result, names)
 
 

@@ -31,7 +31,6 @@ import numpy as np
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.models.model import Model
-from botorch.models.transforms.outcome import Standardize
 from botorch.utils.transforms import t_batch_mode_transform
 from scipy.optimize import minimize
 from torch import Tensor
@@ -45,6 +44,7 @@ from abo.acquisitions.optimize import (
     greedy_batch,
     latent_mean,
     latent_mean_std,
+    outcome_scale,
 )
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
@@ -97,14 +97,6 @@ def log_softplus(a: Tensor) -> Tensor:
 
 
 # -- the standardised posterior ---------------------------------------------------------------
-def _outcome_scale(model: Model) -> tuple[Tensor | float, Tensor | float]:
-    """``(shift, scale)`` that map the model's outputs to its standardised scale."""
-    tf = getattr(model, "outcome_transform", None)
-    if isinstance(tf, Standardize):
-        return tf.means.reshape(-1)[0], tf.stdvs.reshape(-1)[0]
-    return 0.0, 1.0
-
-
 def standardized_posterior(model: Model, X: Tensor) -> tuple[Tensor, Tensor]:
     """Marginal posterior mean and std at ``... x d`` points, on the standardised scale.
 
@@ -116,7 +108,7 @@ def standardized_posterior(model: Model, X: Tensor) -> tuple[Tensor, Tensor]:
         if fast is not None:
             mean, std = fast
             return mean, std.clamp_min(SIGMA_FLOOR)
-    shift, scale = _outcome_scale(model)
+    shift, scale = outcome_scale(model)
     post = cast(PosteriorMoments, model.posterior(X.unsqueeze(-2)))  # one point per batch
     mean = (post.mean.squeeze(-1).squeeze(-1) - shift) / scale
     std = post.variance.squeeze(-1).squeeze(-1).clamp_min(SIGMA_FLOOR**2).sqrt() / scale
@@ -125,7 +117,7 @@ def standardized_posterior(model: Model, X: Tensor) -> tuple[Tensor, Tensor]:
 
 def standardize_utility(model: Model, y: Tensor) -> Tensor:
     """Utilities ``y`` on the model's standardised scale."""
-    shift, scale = _outcome_scale(model)
+    shift, scale = outcome_scale(model)
     return (y - shift) / scale
 
 
@@ -151,7 +143,7 @@ def _grad_norm(model: Model, X: Tensor, create_graph: bool = False) -> Tensor:
     with torch.enable_grad():
         mean = latent_mean(model, X)
         if mean is None:
-            shift, scale = _outcome_scale(model)
+            shift, scale = outcome_scale(model)
             post = cast(PosteriorMoments, model.posterior(X.unsqueeze(-2)))
             mean = post.mean.squeeze(-1).squeeze(-1)
             mean = (mean - shift) / scale

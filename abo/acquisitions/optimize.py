@@ -119,6 +119,14 @@ def maximize(
     return X.detach(), float(value.max())
 
 
+def outcome_scale(model: Model) -> tuple[Tensor | float, Tensor | float]:
+    """``(shift, scale)`` that map the model's outputs to its standardised scale."""
+    tf = getattr(model, "outcome_transform", None)
+    if isinstance(tf, Standardize):
+        return tf.means.reshape(-1)[0], tf.stdvs.reshape(-1)[0]
+    return 0.0, 1.0
+
+
 def _exact_gp_ready(model: Model, X: Tensor) -> bool:
     """Whether ``model`` is a plain single-output exact GP, with its prediction caches built.
 

@@ -39,7 +39,7 @@ from botorch.generation.sampling import MaxPosteriorSampling
 from torch import Tensor
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
-from abo.acquisitions.optimize import OptimizerBudget, incumbent, sobol_points
+from abo.acquisitions.optimize import OptimizerBudget, incumbent, outcome_scale, sobol_points
 from abo.acquisitions.quiet import degraded, quiet_proposal, search_warnings
 from abo.acquisitions.thompson_pareto import pareto_sample_points
 
@@ -230,13 +230,6 @@ class ConstrainedPaths(AcquisitionFunction):
         return (value - violation).sum(-1)
 
 
-def _scale(model: Any) -> float:
-    """The outcome scale of a GP (its ``Standardize`` standard deviation, else 1)."""
-    tf = getattr(model, "outcome_transform", None)
-    stdvs = getattr(tf, "stdvs", None)
-    return float(stdvs.reshape(-1)[0]) if stdvs is not None else 1.0
-
-
 def constrained_thompson_points(
     ctx: ProposalContext, n: int, budget: OptimizerBudget
 ) -> tuple[Tensor, list[dict[str, Any]]]:
@@ -248,7 +241,8 @@ def constrained_thompson_points(
     objective = draw_paths(ctx, n, seed)
     sampled = feas.sampled  # every constraint's slack, then the failure classifier's log-odds
     slacks = [draw_paths(replace(ctx, model=m), n, seed + 1 + i) for i, m in enumerate(sampled)]
-    weights = [100.0 * _scale(ctx.model) / max(_scale(m), 1e-12) for m in sampled]
+    scale = float(outcome_scale(ctx.model)[1])
+    weights = [100.0 * scale / max(float(outcome_scale(m)[1]), 1e-12) for m in sampled]
     acq = ConstrainedPaths(objective, slacks, weights)
     raw = sobol_points(ctx, budget.raw_samples, ctx.seed())
     wide = raw.unsqueeze(1).expand(-1, n, -1)  # every raw point under every path
