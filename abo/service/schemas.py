@@ -147,7 +147,8 @@ class TellRequest(_Request):
 
 
 class FailRequest(_Request):
-    """The parameters caused the failure (the model learns nothing from them)."""
+    """The parameters caused the failure: the study's failure model learns from it where
+    evaluations fail (unlike a lost trial, which says nothing about its parameters)."""
 
     reason: Reason = ""
     metadata: Json | None = None

@@ -6,8 +6,8 @@ import torch
 from botorch.models.deterministic import GenericDeterministicModel
 from strategy_helpers import peaked_data
 
-from abo.acquisitions.local_penalization import _outcome_scale, standardized_posterior
-from abo.acquisitions.optimize import latent_mean, latent_mean_std
+from abo.acquisitions.local_penalization import standardized_posterior
+from abo.acquisitions.optimize import latent_mean, latent_mean_std, outcome_scale
 from abo.surrogate import fit_gp
 
 
@@ -17,7 +17,7 @@ def _points(n: int = 64) -> torch.Tensor:
 
 def _reference(model, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Standardised marginal mean and std the slow way: ``model.posterior`` point by point."""
-    shift, scale = _outcome_scale(model)
+    shift, scale = outcome_scale(model)
     post = model.posterior(X.unsqueeze(-2))
     mean = (post.mean.squeeze(-1).squeeze(-1) - shift) / scale
     return mean, post.variance.squeeze(-1).squeeze(-1).sqrt() / scale

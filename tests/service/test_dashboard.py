@@ -245,3 +245,79 @@ def test_the_pareto_scatter_of_a_study_of_two_objectives_grows_as_results_arrive
         assert "size (maximize)" in page.locator("#study-summary").inner_text()
         assert not errors, errors
     assert (tmp_path / "pareto.png").stat().st_size > 10_000
+
+
+def _stressed(p: dict) -> dict[str, float]:
+    """A loss and a stress that is over its bound (1.0) for large ``x``."""
+    return {"loss": objective(p), "stress": p["x"] + 1.0}
+
+
+@pytest.mark.slow
+def test_infeasible_and_failed_trials_are_marked_apart_from_feasible_ones(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    _chromium()
+    make_study(api, study_name, outcomes={"loss": "minimize", "stress": "<= 1"})
+    told: list[dict] = []
+    failed = []
+    for t in api.post(f"/studies/{study_name}/ask", json={"count": 10}).json()["trials"]:
+        if len(failed) < 2 and t["params"]["x"] < -1.0:  # two failures, on the left
+            r = api.post(f"/studies/{study_name}/trials/{t['id']}/fail", json={"reason": "nan"})
+            failed.append(t["id"])
+        else:
+            r = api.post(
+                f"/studies/{study_name}/trials/{t['id']}/tell",
+                json={"value": _stressed(t["params"])},
+            )
+            told.append({"id": t["id"], **_stressed(t["params"])})
+        assert r.status_code == 200, r.text
+    bad = sorted(t["id"] for t in told if t["stress"] > 1.0)
+    good = [t for t in told if t["stress"] <= 1.0]
+    assert bad and good and failed, (told, failed)  # the seed gives all three kinds
+    best = min(good, key=lambda t: t["loss"])
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        n_rows = len(told) + len(failed)
+        _wait(page, f"document.querySelectorAll('#trials-table tbody tr').length === {n_rows}")
+        conv = page.locator("#conv-trials svg")
+        assert conv.get_attribute("data-points") == str(len(told))
+        assert conv.get_attribute("data-infeasible") == str(len(bad))
+        crosses = page.locator("#conv-trials svg path.obs.infeasible")
+        assert sorted(int(c.get_attribute("data-trial-id")) for c in crosses.all()) == bad
+        assert page.locator("#conv-trials svg circle.obs").count() == len(good)
+        ticks = page.locator("#conv-time svg path.failed-mark")
+        assert sorted(int(c.get_attribute("data-trial-id")) for c in ticks.all()) == failed
+        # the best row is the best feasible trial, not the lowest loss overall
+        assert page.locator("#trials-table tr.best").get_attribute("data-trial-id") == str(
+            best["id"]
+        )
+        rows = page.locator("#trials-table tr.infeasible")
+        assert sorted(int(r.get_attribute("data-trial-id")) for r in rows.all()) == bad
+        head = page.locator("#trials-table thead th").all_inner_texts()
+        assert head[:5] == ["id", "state", "value", "stress <= 1", "feasible"]
+        cell = page.locator(f"#trials-table tr[data-trial-id='{bad[0]}'] td").nth(4)
+        assert cell.inner_text() == "no"
+        assert page.locator("#parallel svg polyline.pc.infeasible").count() == len(bad)
+        dashed = page.locator("#parallel svg polyline.pc-failed")
+        assert sorted(int(c.get_attribute("data-trial-id")) for c in dashed.all()) == failed
+        summary = page.locator("#study-summary").inner_text()
+        assert f"{len(good)} feasible (stress <= 1)" in summary
+        assert f"(trial {best['id']})" in summary
+
+        # two objectives and the constraint: infeasible trials are hollow rings, off the front
+        two = f"{study_name}-2"
+        make_study(api, two, outcomes={"loss": "minimize", "n": "minimize", "stress": "<= 1"})
+        infeasible = []
+        for t in api.post(f"/studies/{two}/ask", json={"count": 8}).json()["trials"]:
+            values = {**_stressed(t["params"]), "n": float(t["params"]["n"])}
+            api.post(f"/studies/{two}/trials/{t['id']}/tell", json={"value": values})
+            if values["stress"] > 1.0:
+                infeasible.append(t["id"])
+        assert infeasible
+        page.goto(f"{server.url}/?interval=300#{two}")
+        _wait(page, "document.querySelector('#pareto').dataset.points === '8'")
+        assert page.locator("#pareto").get_attribute("data-infeasible") == str(len(infeasible))
+        rings = page.locator("#pareto svg circle.obs-mo.infeasible")
+        assert sorted(int(c.get_attribute("data-trial-id")) for c in rings.all()) == infeasible
+        front = page.locator("#pareto svg circle.front")
+        assert not {int(c.get_attribute("data-trial-id")) for c in front.all()} & set(infeasible)
+        assert not errors, errors

@@ -22,14 +22,32 @@ function el(tag, attrs = {}, text) {
 const fmt = (v) => v === null || v === undefined ? "" :
   typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(5)) : String(v);
 
-function bestSoFar(trials, direction) {
+const constraintsOf = (study) => study.outcomes.filter((o) => o.kind === "constraint");
+
+function feasible(t, constraints) {
+  // abo's rule (abo.outcomes.feasible): every constraint's told value is finite and holds
+  return constraints.every((c) => {
+    const v = (t.values || {})[c.name];
+    return typeof v === "number" && Number.isFinite(v) && (c.op === "<=" ? v <= c.bound : v >= c.bound);
+  });
+}
+
+function bestSoFar(trials, direction, constraints) {
+  // done trials in completion order; the best runs over the feasible ones only (null before one)
   const done = trials.filter((t) => t.state === "done" && t.value !== null)
     .sort((a, b) => (a.finished_at - b.finished_at) || (a.id - b.id));
-  if (!done.length) return [];
-  const t0 = Math.min(...trials.map((t) => t.created_at));
+  const t0 = trials.length ? Math.min(...trials.map((t) => t.created_at)) : 0;
   const better = direction === "minimize" ? Math.min : Math.max;
-  let best = done[0].value;
-  return done.map((t, i) => { best = better(best, t.value); return { n: i + 1, secs: t.finished_at - t0, value: t.value, best, id: t.id }; });
+  let best = null;
+  const curve = done.map((t, i) => {
+    const ok = feasible(t, constraints);
+    if (ok) best = best === null ? t.value : better(best, t.value);
+    return { n: i + 1, secs: t.finished_at - t0, value: t.value, best, id: t.id, feasible: ok };
+  });
+  // failed trials have no value: marked on the time axis where they ended
+  const failed = trials.filter((t) => t.state === "failed" && t.finished_at !== null)
+    .map((t) => ({ secs: t.finished_at - t0, id: t.id, reason: t.reason }));
+  return { curve, failed };
 }
 
 function scale(lo, hi, a, b) {
@@ -37,14 +55,20 @@ function scale(lo, hi, a, b) {
   return (v) => a + (v - lo) / (hi - lo) * (b - a);
 }
 
-function stepPlot(target, curve, xkey, label) {
+function stepPlot(target, { curve, failed }, xkey, label) {
+  // feasible values are grey dots, infeasible ones red crosses; on the time axis, failed
+  // trials are red ticks below the plot (they have no value)
   const W = 420, H = 240, L = 55, R = 10, T = 10, B = 30;
-  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-points": curve.length });
-  if (!curve.length) {
+  const marks = xkey === "secs" ? failed : [];
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-points": curve.length,
+    "data-infeasible": curve.filter((p) => !p.feasible).length, "data-failed": marks.length });
+  if (!curve.length && !marks.length) {
     svg.appendChild(el("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no completed trials yet"));
     target.replaceChildren(svg); return;
   }
-  const xs = curve.map((p) => p[xkey]), ys = curve.map((p) => p.value).concat(curve.map((p) => p.best));
+  const xs = curve.map((p) => p[xkey]).concat(marks.map((m) => m.secs));
+  const ys = curve.map((p) => p.value).concat(curve.filter((p) => p.best !== null).map((p) => p.best));
+  if (!ys.length) ys.push(0);
   const x = scale(Math.min(0, ...xs), Math.max(...xs), L, W - R);
   const y = scale(Math.min(...ys), Math.max(...ys), H - B, T);
   svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
@@ -58,13 +82,24 @@ function stepPlot(target, curve, xkey, label) {
     svg.appendChild(el("svg:text", { x: x(v), y: H - B + 14, "text-anchor": "middle" }, fmt(v)));
   svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, label));
   for (const p of curve) {
-    const c = el("svg:circle", { class: "obs", cx: x(p[xkey]), cy: y(p.value), r: 2.5, "data-trial-id": p.id });
-    c.appendChild(el("svg:title", {}, `trial ${p.id}: ${fmt(p.value)}`));
+    const [cx, cy] = [x(p[xkey]), y(p.value)];
+    const c = p.feasible ? el("svg:circle", { class: "obs", cx, cy, r: 2.5, "data-trial-id": p.id })
+      : el("svg:path", { class: "obs infeasible", d: `M${cx - 3},${cy - 3}l6,6m0,-6l-6,6`, "data-trial-id": p.id });
+    c.appendChild(el("svg:title", {}, `trial ${p.id}: ${fmt(p.value)}${p.feasible ? "" : " (infeasible)"}`));
     svg.appendChild(c);
   }
-  let d = `M${x(curve[0][xkey])},${y(curve[0].best)}`;
-  for (let i = 1; i < curve.length; i++) d += `H${x(curve[i][xkey])}V${y(curve[i].best)}`;
-  svg.appendChild(el("svg:path", { class: "best", d }));
+  for (const m of marks) {
+    const tick = el("svg:path", { class: "failed-mark", d: `M${x(m.secs)},${H - B + 2}v6`, "data-trial-id": m.id });
+    tick.appendChild(el("svg:title", {}, `trial ${m.id} failed${m.reason ? ": " + m.reason : ""}`));
+    svg.appendChild(tick);
+  }
+  const steps = curve.filter((p) => p.best !== null);
+  if (steps.length) {
+    let d = `M${x(steps[0][xkey])},${y(steps[0].best)}`;
+    for (let i = 1; i < steps.length; i++) d += `H${x(steps[i][xkey])}V${y(steps[i].best)}`;
+    if (curve.length) d += `H${x(curve[curve.length - 1][xkey])}`;
+    svg.appendChild(el("svg:path", { class: "best", d }));
+  }
   target.replaceChildren(svg);
 }
 
@@ -76,7 +111,7 @@ function measured(trials, objectives) {
     .sort((a, b) => (a.finished_at - b.finished_at) || (a.id - b.id));
 }
 
-function paretoPanel(a, b, done, front, staircase) {
+function paretoPanel(a, b, done, front, staircase, constraints) {
   const W = 420, H = 300, L = 60, R = 10, T = 10, B = 34;
   const onFront = done.filter((t) => front.has(t.id));
   const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-points": done.length,
@@ -109,29 +144,33 @@ function paretoPanel(a, b, done, front, staircase) {
   const n = done.length;
   done.forEach((t, i) => { // front points drawn last, on top
     if (front.has(t.id)) return;
-    svg.appendChild(paretoDot(t, i, n, a, b, x, y, false));
+    svg.appendChild(paretoDot(t, i, n, a, b, x, y, false, feasible(t, constraints)));
   });
-  done.forEach((t, i) => { if (front.has(t.id)) svg.appendChild(paretoDot(t, i, n, a, b, x, y, true)); });
+  done.forEach((t, i) => { if (front.has(t.id)) svg.appendChild(paretoDot(t, i, n, a, b, x, y, true, true)); });
   return svg;
 }
 
-function paretoDot(t, i, n, a, b, x, y, onFront) {
+function paretoDot(t, i, n, a, b, x, y, onFront, ok) {
+  // coloured by completion order; an infeasible trial is a hollow red ring (never on the front)
   const q = n > 1 ? i / (n - 1) : 1;
-  const c = el("svg:circle", { class: onFront ? "obs-mo front" : "obs-mo", cx: x(t.values[a.name]), cy: y(t.values[b.name]),
-    r: onFront ? 4.5 : 3, fill: `hsl(${215 - 185 * q}, 70%, 50%)`, "data-trial-id": t.id, "data-order": i + 1 });
+  const c = el("svg:circle", { class: onFront ? "obs-mo front" : ok ? "obs-mo" : "obs-mo infeasible",
+    cx: x(t.values[a.name]), cy: y(t.values[b.name]), r: onFront ? 4.5 : 3,
+    fill: ok ? `hsl(${215 - 185 * q}, 70%, 50%)` : "none", "data-trial-id": t.id, "data-order": i + 1 });
   const vals = Object.entries(t.values).map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
-  c.appendChild(el("svg:title", {}, `trial ${t.id} (${i + 1}. done): ${vals}${onFront ? "; on the front" : ""}`));
+  const note = onFront ? "; on the front" : ok ? "" : "; infeasible";
+  c.appendChild(el("svg:title", {}, `trial ${t.id} (${i + 1}. done): ${vals}${note}`));
   return c;
 }
 
-function paretoPlot(target, objectives, trials, front) {
+function paretoPlot(target, objectives, constraints, trials, front) {
   const done = measured(trials, objectives);
   const panels = [];
   for (let i = 0; i < objectives.length; i++)
     for (let j = i + 1; j < objectives.length; j++)
-      panels.push(paretoPanel(objectives[i], objectives[j], done, front, objectives.length === 2));
+      panels.push(paretoPanel(objectives[i], objectives[j], done, front, objectives.length === 2, constraints));
   target.dataset.points = done.length;
   target.dataset.front = done.filter((t) => front.has(t.id)).length;
+  target.dataset.infeasible = done.filter((t) => !feasible(t, constraints)).length;
   target.replaceChildren(...panels);
 }
 
@@ -140,7 +179,8 @@ function parallelPlot(target, study, trials, front) {
   const done = front === null ? trials.filter((t) => t.state === "done" && t.value !== null)
     : measured(trials, objectivesOf(study));
   const W = Math.max(480, 110 * (names.length + (front === null ? 1 : objectivesOf(study).length))), H = 260, T = 20, B = 30, L = 40, R = 70;
-  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-lines": done.length });
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-lines": done.length,
+    "data-failed": trials.filter((t) => t.state === "failed").length });
   const axes = names.map((n) => {
     const p = study.space[n];
     if (p.type === "categorical") {
@@ -160,6 +200,7 @@ function parallelPlot(target, study, trials, front) {
   if (multi) for (const o of objectivesOf(study)) axes.push(valueAxis(o.name, (t) => t.values[o.name]));
   else axes.push(valueAxis("value", (t) => t.value));
   const ax = (i) => L + i * (W - L - R) / Math.max(1, axes.length - 1);
+  const constraints = constraintsOf(study);
   const yy = (u) => H - B - u * (H - T - B);
   const sign = study.direction === "minimize" ? 1 : -1;
   // best drawn last: by value for one objective, the Pareto front last for several
@@ -168,11 +209,20 @@ function parallelPlot(target, study, trials, front) {
   order.forEach((t, rank) => {
     const q = multi ? (front.has(t.id) ? 1 : 0) : order.length > 1 ? rank / (order.length - 1) : 1;
     const pts = axes.map((a, i) => `${ax(i)},${yy(i >= params ? a.pos(a.get(t)) : a.pos(t.params[a.name]))}`);
-    const line = el("svg:polyline", { class: "pc", points: pts.join(" "), stroke: `hsl(215, 60%, ${80 - 55 * q}%)`, "data-trial-id": t.id });
+    const ok = feasible(t, constraints);
+    const line = el("svg:polyline", { class: ok ? "pc" : "pc infeasible", points: pts.join(" "),
+      stroke: ok ? `hsl(215, 60%, ${80 - 55 * q}%)` : "hsl(0, 60%, 70%)", "data-trial-id": t.id });
     const said = multi ? Object.entries(t.values).map(([k, v]) => `${k} ${fmt(v)}`).join(", ") : fmt(t.value);
-    line.appendChild(el("svg:title", {}, `trial ${t.id}: ${said}`));
+    line.appendChild(el("svg:title", {}, `trial ${t.id}: ${said}${ok ? "" : " (infeasible)"}`));
     svg.appendChild(line);
   });
+  // failed trials have parameters and no value: dashed red lines across the parameter axes
+  for (const t of trials.filter((t) => t.state === "failed")) {
+    const pts = axes.slice(0, params).map((a, i) => `${ax(i)},${yy(a.pos(t.params[a.name]))}`);
+    const line = el("svg:polyline", { class: "pc-failed", points: pts.join(" "), "data-trial-id": t.id });
+    line.appendChild(el("svg:title", {}, `trial ${t.id} failed${t.reason ? ": " + t.reason : ""}`));
+    svg.appendChild(line);
+  }
   axes.forEach((a, i) => {
     svg.appendChild(el("svg:line", { class: "axis", x1: ax(i), x2: ax(i), y1: yy(0), y2: yy(1) }));
     svg.appendChild(el("svg:text", { x: ax(i), y: H - 8, "text-anchor": "middle" }, a.name));
@@ -184,17 +234,24 @@ function parallelPlot(target, study, trials, front) {
 function table(study, trials, front) {
   const names = Object.keys(study.space);
   const objectives = front === null ? [] : objectivesOf(study).map((o) => o.name);
-  const head = ["id", "state", ...(front === null ? ["value"] : objectives), "duration (s)", "strategy / arm", ...names];
+  const constraints = constraintsOf(study);
+  const limits = constraints.map((c) => `${c.name} ${c.op} ${fmt(c.bound)}`);
+  const head = ["id", "state", ...(front === null ? ["value"] : objectives), ...limits,
+    ...(constraints.length ? ["feasible"] : []), "duration (s)", "strategy / arm", ...names];
   const thead = document.querySelector("#trials-table thead");
   thead.replaceChildren(el("tr", {}, undefined));
   head.forEach((h) => thead.firstChild.appendChild(el("th", {}, h)));
   const bestId = study.best ? study.best.id : null;
   const isBest = (t) => front === null ? t.id === bestId : front.has(t.id);
   const rows = trials.slice().sort((a, b) => b.id - a.id).map((t) => {
-    const tr = el("tr", { "data-trial-id": t.id, "data-state": t.state, class: isBest(t) ? "best" : "" });
+    const ok = t.state === "done" ? feasible(t, constraints) : null;
+    const tr = el("tr", { "data-trial-id": t.id, "data-state": t.state,
+      class: isBest(t) ? "best" : ok === false ? "infeasible" : "" });
     const arm = [(t.proposal || {}).strategy, (t.proposal || {}).arm].filter((v) => v !== undefined && v !== null).join(" / ");
     const told = front === null ? [t.value] : objectives.map((o) => (t.values || {})[o]);
-    const cells = [t.id, t.state, ...told, t.duration, arm, ...names.map((n) => t.params[n])];
+    const held = constraints.map((c) => (t.values || {})[c.name]);
+    const verdict = constraints.length ? [ok === null ? "" : ok ? "yes" : "no"] : [];
+    const cells = [t.id, t.state, ...told, ...held, ...verdict, t.duration, arm, ...names.map((n) => t.params[n])];
     cells.forEach((c, i) => tr.appendChild(el("td", i === 1 ? { class: "state-" + t.state } : {}, fmt(c))));
     return tr;
   });
@@ -227,16 +284,19 @@ async function refresh() {
   const st = study.states;
   const counts = `${st.done} done, ${st.running} running, ${st.failed} failed, ${st.lost} lost`;
   const objectives = objectivesOf(study);
+  const constraints = constraintsOf(study);
   const multi = objectives.length > 1;
+  const feasibleSaid = constraints.length ? `; ${study.n_feasible || 0} feasible (${constraints.map((c) => `${c.name} ${c.op} ${fmt(c.bound)}`).join(", ")})` : "";
   document.getElementById("convergence").hidden = multi;
   document.getElementById("pareto-figure").hidden = !multi;
   document.getElementById("parallel-caption").textContent = multi
-    ? "Parameters and objectives (parallel coordinates; the dark lines are the Pareto front)"
-    : "Parameters against value (parallel coordinates; darker lines are better)";
+    ? "Parameters and objectives (parallel coordinates; the dark lines are the Pareto front; infeasible red, failed dashed red)"
+    : "Parameters against value (parallel coordinates; darker lines are better; infeasible red, failed dashed red)";
   if (!multi) {
     document.getElementById("study-summary").textContent = `${study.strategy}, ${study.direction}; ${counts}` +
-      (study.best ? `; best ${fmt(study.best.value)} (trial ${study.best.id})` : "");
-    const curve = bestSoFar(trials, study.direction);
+      feasibleSaid + (study.best ? `; best ${fmt(study.best.value)} (trial ${study.best.id})`
+        : constraints.length && st.done ? "; no feasible trial yet" : "");
+    const curve = bestSoFar(trials, study.direction, constraints);
     stepPlot(document.getElementById("conv-trials"), curve, "n", "completed trials");
     stepPlot(document.getElementById("conv-time"), curve, "secs", "elapsed seconds");
     parallelPlot(document.getElementById("parallel"), study, trials, null);
@@ -253,8 +313,8 @@ async function refresh() {
   }
   const said = objectives.map((o) => `${o.name} (${o.direction})`).join(", ");
   document.getElementById("study-summary").textContent =
-    `${study.strategy}, ${said}; ${counts}; Pareto front of ${front.size}${volume}`;
-  paretoPlot(document.getElementById("pareto"), objectives, trials, front);
+    `${study.strategy}, ${said}; ${counts}${feasibleSaid}; Pareto front of ${front.size}${volume}`;
+  paretoPlot(document.getElementById("pareto"), objectives, constraints, trials, front);
   parallelPlot(document.getElementById("parallel"), study, trials, front);
   table(study, trials, front);
 }
