@@ -115,3 +115,45 @@ def test_named_outcomes_from_a_command_and_a_missing_one_fails_its_trial(tmp_pat
         study.optimize(cmd, n_trials=1, executor=executor, guard=None)
     failed = study.trials[-1]
     assert failed.state is abo.TrialState.FAILED and "value.cost: missing" in failed.reason
+
+
+def test_a_simulation_with_a_constraint_and_a_crash_region_through_the_default_strategy(
+    tmp_path: Path,
+) -> None:
+    """A command that prints a loss and a stress, and crashes (exit 1) for x > 0.7: the
+    constraint decides feasibility, the crashes are failed trials that teach the classifier."""
+    import abo
+    from abo.executors import ThreadExecutor
+
+    body = (
+        "import json, sys\n"
+        "x = json.load(open('params.json'))['x']\n"
+        "if x > 0.7:\n"
+        "    sys.exit('diverged: time step too large')\n"
+        "print(json.dumps({'loss': (x - 0.65) ** 2, 'stress': 10 * x}))\n"
+    )
+    space = abo.Space({"x": abo.Float(0.0, 1.0)})
+    study = abo.create_study(
+        space,
+        outcomes={"loss": "minimize", "stress": "<= 5"},
+        seed=0,
+        n_initial=5,
+    )
+    cmd = Command(_script(tmp_path, body), workdir=tmp_path / "runs")
+    with ThreadExecutor(2) as executor:
+        # lookahead=0: every proposal waits for its model (exactly reproducible)
+        study.optimize(cmd, n_trials=12, executor=executor, guard=None, lookahead=0)
+    trials = study.trials
+    failed = [t for t in trials if t.state is abo.TrialState.FAILED]
+    done = [t for t in trials if t.state is abo.TrialState.DONE]
+    assert failed and all(t.params["x"] > 0.7 for t in failed)
+    assert all("diverged" in t.reason for t in failed)  # the command's stderr says why
+    assert all(set(t.values) == {"loss", "stress"} for t in done)
+    assert any(t.values["stress"] > 5 for t in done)  # infeasible ones were told too
+    best = study.best
+    assert best.values["stress"] <= 5  # feasible only: x <= 0.5, not the loss's 0.65
+    assert best.params["x"] == pytest.approx(0.5, abs=0.05)
+    modelled = [t.proposal.model for t in trials if t.proposal and t.proposal.model]
+    assert modelled, [t.proposal for t in trials]
+    assert any(k.startswith("failure:") for k in modelled[-1].hypers)
+    assert any(k.startswith("constraint.stress:") for k in modelled[-1].hypers)
