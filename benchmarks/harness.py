@@ -17,6 +17,13 @@ completion: the record's ``metric`` names the curve (``"hypervolume_gap"``; reco
 the observed Pareto front's values and ``inside`` how many evaluations beat the problem's
 reference point in every objective.
 
+On a constrained or crashing problem (``benchmarks/constrained_problems.py``) the regret curve
+is that of the best *feasible* point, ``null`` until one is feasible; ``first_feasible`` is the
+completion (1-based, the free design included) that brought the first feasible point
+(``null``: none), ``failures`` how many of the method's own evaluations failed (the shared
+design's failures not counted), ``wasted`` their share of its evaluations and
+``wasted_time`` their share of its busy time (a failure costs its full duration).
+
 Example:
     >>> from benchmarks.suites import get_problem
     >>> run = simulate_run(get_problem("branin"), "random", k=2, budget=8, seed=0)
@@ -42,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.constrained_problems import ConstrainedProblem
 from benchmarks.methods import method_spec
 from benchmarks.mo_problems import MOProblem, hypervolume
 from benchmarks.simulator import initial_design, sample_durations
@@ -93,13 +101,17 @@ def simulate_run(
         warnings.simplefilter("ignore")  # experimental-feature and numerical chatter
         logging.getLogger("optuna").setLevel(logging.WARNING)
         opt = spec.build(problem, seed, workers, n0, options)
-        make = _MOLoop if isinstance(problem, MOProblem) else _Loop
+        make: Any = _Loop
+        if isinstance(problem, MOProblem):
+            make = _MOLoop
+        elif isinstance(problem, ConstrainedProblem):
+            make = _ConstrainedLoop
         loop = make(problem, opt, workers, budget, taus, noise, spec.synchronous)
         loop.run(initial_design(problem.dim, n0, seed))
     busy = float(np.sum(taus[n0:budget]))
     makespan = loop.clock
     inference = inference_regret(problem, loop.X, loop.Y) if loop.noisy else None
-    curve = {"regret": [float(f"{r:.6g}") for r in loop.regrets]}
+    curve: dict[str, Any] = {"regret": [_g(r) for r in loop.regrets]}
     if isinstance(problem, MOProblem):
         curve = {
             "metric": GAP,
@@ -108,6 +120,8 @@ def simulate_run(
             "hypervolume": float(f"{problem.max_hv - loop.raw_gap:.8g}"),
             **loop.summary(),
         }
+    if isinstance(loop, _ConstrainedLoop):
+        curve.update(loop.summary(busy))
     return {
         "method": method,
         "problem": problem.name,
@@ -128,6 +142,11 @@ def simulate_run(
         "proposal_seconds": [round(s, 5) for s in loop.proposal_seconds],
         "wall_seconds": round(time.perf_counter() - t_start, 3),
     }
+
+
+def _g(value: float | None) -> float | None:
+    """``value`` to 6 significant digits (``None``, no feasible point yet, kept)."""
+    return None if value is None else float(f"{value:.6g}")
 
 
 def inference_regret(problem: AnyProblem, X: list[np.ndarray], Y: list[float]) -> float:
@@ -274,6 +293,56 @@ class _MOLoop(_Loop):
         return {"front": [[float(f"{v:.5g}") for v in row] for row in front], "inside": inside}
 
 
+class _ConstrainedLoop(_Loop):
+    """The same loop on a constrained or crashing problem: the best *feasible* point's regret.
+
+    ``regrets`` holds ``None`` until a feasible point is evaluated; failed evaluations of the
+    method's own proposals are counted, with the durations they cost.
+    """
+
+    problem: ConstrainedProblem
+
+    def __init__(self, problem: ConstrainedProblem, *args: Any) -> None:
+        super().__init__(problem, *args)
+        self.first_feasible: int | None = None
+        self.failures = 0
+        self.failed_time = 0.0
+        self.n_design = 0
+
+    def run(self, design: np.ndarray) -> None:
+        self.n_design = len(design)
+        super().run(design)
+
+    def _observe(self, x: np.ndarray) -> tuple[Any, Any]:
+        outcome = self.problem(x)
+        return outcome, outcome
+
+    def _push(self, handle: Any, x: np.ndarray, seconds: float) -> None:
+        if self.problem(x) is None:
+            self.failures += 1
+            self.failed_time += float(self.taus[self.submitted])
+        super()._push(handle, x, seconds)
+
+    def _record(self, y: Any, true: Any) -> None:
+        if self.problem.feasible(y) and y[0] < self._best_y:
+            self._best_y = y[0]
+        self.times.append(self.clock)
+        found = np.isfinite(self._best_y)
+        if found and self.first_feasible is None:
+            self.first_feasible = len(self.times)
+        self.regrets.append(self.problem.regret(self._best_y) if found else None)  # type: ignore[arg-type]
+
+    def summary(self, busy: float) -> dict[str, Any]:
+        """First feasible completion, failures of the method's evaluations and their cost."""
+        own = max(1, self.submitted - self.n_design)
+        return {
+            "first_feasible": self.first_feasible,
+            "failures": self.failures,
+            "wasted": round(self.failures / own, 4),
+            "wasted_time": round(self.failed_time / busy, 4) if busy > 0 else 0.0,
+        }
+
+
 # -- grids, files, processes ----------------------------------------------------------------
 Cell = tuple[str, str, int, str, int, int]  # method, problem, k, durations, budget, seed
 
@@ -371,10 +440,11 @@ def run_cells(
     for i, run in enumerate(_results(todo, options, processes), 1):
         with open(out, "a") as f:
             f.write(json.dumps(run) + "\n")
+        final = run[metric_name(run)][-1]
+        said = "none feasible" if final is None else f"{final:.3g}"
         say(
             f"[{i}/{len(todo)}] {run['method']} {run['problem']} k={run['k']} seed={run['seed']}: "
-            f"final {metric_name(run)} {run[metric_name(run)][-1]:.3g}, "
-            f"{run['wall_seconds']:.1f} s"
+            f"final {metric_name(run)} {said}, {run['wall_seconds']:.1f} s"
         )
     return len(todo)
 

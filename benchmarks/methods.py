@@ -30,6 +30,11 @@ their number of objectives (``MethodSpec.objectives``):
 * ``auto+ref``: the default strategy on a study that declares the problem's reference point
   (``reference_point=``), beside ``auto``'s own rule, to show what declaring it is worth.
 
+Constrained and crashing problems (``benchmarks/constrained_problems.py``) get abo's studies
+with outcome constraints (``benchmarks/constrained_methods.py``), Optuna's samplers with
+``constraints_func`` and failures told as ``FAIL``, and ``auto+worst``: the default strategy
+with ``failure_model="worst"``, abo's earlier rule of counting a failure as the worst value.
+
 Example:
     >>> spec = method_spec("sync-qlognei")
     >>> spec.synchronous, spec.workers(8), method_spec("seq-logei").workers(8)
@@ -46,6 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.constrained_methods import AboConstrainedMethod, OptunaConstrainedMethod
+from benchmarks.constrained_problems import ConstrainedProblem
 from benchmarks.mo_methods import AboMOMethod, OptunaMOMethod
 from benchmarks.mo_problems import MOProblem
 from benchmarks.simulator import AboMethod, Method, OptunaMethod
@@ -114,8 +121,14 @@ def _abo(
     refit: str = "sync",
     fixed: dict[str, Any] | None = None,
     output_transform: str = "none",
+    failure_model: str = "auto",
 ) -> Callable[..., Method]:
     def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
+        if isinstance(problem, ConstrainedProblem):
+            kept = {**accepted_options(strategy, options), **(fixed or {})}
+            return AboConstrainedMethod(  # type: ignore[return-value]
+                problem, seed, k, n0, strategy, kept, failure_model
+            )
         if isinstance(problem, MOProblem):
             kept = {**accepted_options(strategy, options), **(fixed or {})}
             return AboMOMethod(problem, seed, k, n0, strategy, kept, refit)  # type: ignore[return-value]
@@ -151,6 +164,8 @@ def _optuna(sampler: str) -> Callable[..., Method]:
     def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
         if isinstance(problem, MOProblem):
             return OptunaMOMethod(problem, seed, k, n0, sampler)  # type: ignore[return-value]
+        if isinstance(problem, ConstrainedProblem):
+            return OptunaConstrainedMethod(problem, seed, k, n0, sampler)  # type: ignore[return-value]
         return OptunaMethod(problem, seed, k, n0, sampler)  # type: ignore[arg-type]
 
     return build
@@ -185,6 +200,7 @@ def all_methods() -> dict[str, MethodSpec]:
         "sync-qlognehvi", _abo("qlognehvi"), synchronous=True, objectives=SEVERAL
     )
     specs["auto+ref"] = MethodSpec("auto+ref", _abo_declared("auto"), objectives=SEVERAL)
+    specs["auto+worst"] = MethodSpec("auto+worst", _abo("auto", failure_model="worst"))
     specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"), objectives=ANY)
     specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"), objectives=ANY)
     specs["optuna-nsga2"] = MethodSpec("optuna-nsga2", _optuna("nsga2"), objectives=SEVERAL)

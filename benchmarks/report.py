@@ -8,6 +8,11 @@ paired by seed (the seed fixes the initial design and the durations for every me
 Holm-corrected over the comparisons with the best — are marked. Sequential runs (one worker)
 appear in every ``k`` table as the "n evaluations in sequence" reference.
 
+On constrained and crashing problems the regret is that of the best feasible point, infinite
+(``inf``, ranked as the worst) while a run has none; their tables add the share of runs with a
+feasible point at ``t = N/k`` and at ``N``, and the share of the method's evaluations that
+failed (``wasted``).
+
 Example:
     >>> mark_best({"a": {0: 1.0, 1: 1.1}, "b": {0: 1.0, 1: 1.1}})
     {'a': 'best', 'b': 'tied'}
@@ -31,13 +36,21 @@ BAR = "optuna-gp"  # Optuna's GPSampler: the baseline abo has to beat
 LABELS = {"regret": "log10 regret", "hypervolume_gap": "log10 hypervolume gap"}
 """Table and axis label of each metric (a run's ``metric``; runs without one: regret)."""
 DESCRIPTIONS = {
-    "regret": "log10 simple regret (best observed point, true function)",
+    "regret": "log10 simple regret (best observed point, on constrained problems the best "
+    "feasible one, true function)",
     "hypervolume_gap": "log10 hypervolume gap (the known front's hypervolume less that of "
     "the observed points' Pareto front, both w.r.t. the problem's reference point)",
 }
 
 
-def log_regret(value: float) -> float:
+INFEASIBLE = 99.0
+"""log10 regret of a run without a feasible point yet: shown as ``inf``, ranked as the worst."""
+
+
+def log_regret(value: float | None) -> float:
+    """log10 of ``value`` (floored at ``REGRET_FLOOR``); ``INFEASIBLE`` for ``None``."""
+    if value is None:
+        return INFEASIBLE
     return float(np.log10(max(value, REGRET_FLOOR)))
 
 
@@ -46,10 +59,12 @@ def curve(run: Mapping[str, Any]) -> list[float]:
     return list(run[metric(run)])
 
 
-def regret_at_time(run: Mapping[str, Any], t: float) -> float:
-    """Best-so-far regret (or the run's metric) among the evaluations completed by time ``t``."""
+def regret_at_time(run: Mapping[str, Any], t: float) -> float | None:
+    """Best-so-far regret (or the run's metric) among the evaluations completed by time ``t``
+    (``None``: no feasible point by then)."""
     i = int(np.searchsorted(np.asarray(run["times"]), t, side="right")) - 1
-    return float(curve(run)[max(i, 0)])
+    value = curve(run)[max(i, 0)]
+    return None if value is None else float(value)
 
 
 def _holm(pvalues: Sequence[float]) -> list[float]:
@@ -141,10 +156,23 @@ def _cells(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, int, int],
     return dict(sorted(cells.items()))
 
 
+def _quartiles(values: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """The 25th, 50th and 75th percentiles; observed values only (``nearest``) when some are
+    ``INFEASIBLE``, which an interpolation would turn into numbers no run reached."""
+    if np.any(values >= INFEASIBLE):
+        return np.percentile(values, [25, 50, 75], axis=axis, method="nearest")
+    return np.percentile(values, [25, 50, 75], axis=axis)
+
+
 def _fmt(values: Iterable[float]) -> str:
-    v = np.asarray(list(values))
-    q1, med, q3 = np.percentile(v, [25, 50, 75])
-    return f"{med:.2f} [{q1:.2f}, {q3:.2f}]"
+    q1, med, q3 = _quartiles(np.asarray(list(values)))
+    say = lambda v: "inf" if v >= INFEASIBLE else f"{v:.2f}"  # noqa: E731
+    return f"{say(med)} [{say(q1)}, {say(q3)}]"
+
+
+def _feasible_by(run: Mapping[str, Any], n: float) -> bool:
+    first = run.get("first_feasible")
+    return first is not None and first <= n
 
 
 def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int, bar: str = BAR) -> str:
@@ -163,11 +191,16 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int, bar: s
     vs_final, vs_time = versus(final, bar), versus(timed, bar)
     noisy = any(r.get("inference_regret") is not None for r in members)
     extra_head = " log10 inference regret at N |" if noisy else ""
+    constrained = any("first_feasible" in r for r in members)
+    if constrained:
+        extra_head += " feasible at t = N/k | feasible at N | wasted |"
     lines = [
         f"| method | workers | seeds | {label} at N = {budget} | | vs {bar} | "
         f"{label} at t = N/k = {horizon:g} | | vs {bar} | utilization | duplicates "
         f"| median s / proposal |{extra_head}",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if noisy else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"
+        + ("---|" if noisy else "")
+        + ("---|---|---|" if constrained else ""),
     ]
     order = sorted(by_method, key=lambda m: np.median(list(final[m].values())))
     for method in order:
@@ -177,6 +210,11 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int, bar: s
             log_regret(r["inference_regret"]) for r in rs if r.get("inference_regret") is not None
         ]
         extra = f" {_fmt(inference) if inference else '-'} |" if noisy else ""
+        if constrained:
+            by_time = np.mean([regret_at_time(r, horizon) is not None for r in rs])
+            by_n = np.mean([_feasible_by(r, budget) for r in rs])
+            wasted = np.mean([r.get("wasted", 0.0) for r in rs])
+            extra += f" {by_time:.2f} | {by_n:.2f} | {wasted:.3f} |"
         lines.append(
             f"| {method} | {rs[0]['workers']} | {len(rs)} | {_fmt(final[method].values())} | "
             f"{mark_final[method]} | {vs_final[method]} | {_fmt(timed[method].values())} | "
@@ -189,7 +227,10 @@ def cell_table(members: Sequence[Mapping[str, Any]], k: int, budget: int, bar: s
 
 
 def _band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return tuple(np.percentile(curves, [25, 50, 75], axis=0))  # type: ignore[return-value]
+    """Quartiles over runs; ``INFEASIBLE`` ones become ``inf``, which the plot leaves out."""
+    q = _quartiles(curves, axis=0)
+    low, mid, high = np.where(q >= INFEASIBLE, np.inf, q)
+    return low, mid, high
 
 
 def plot_cell(members: Sequence[Mapping[str, Any]], k: int, budget: int, path: Path) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from botorch.test_functions import Ackley, Branin, Hartmann, Levy, Michalewicz, Rosenbrock
 
+from benchmarks.constrained_problems import CONSTRAINED_PROBLEMS, ConstrainedProblem
 from benchmarks.mo_problems import MO_PROBLEMS, MOProblem
 from benchmarks.problems import Problem, _on_cube
 
@@ -47,7 +48,7 @@ class NoisyProblem:
         return self.true.optimum
 
 
-AnyProblem = Problem | NoisyProblem | MOProblem
+AnyProblem = Problem | NoisyProblem | MOProblem | ConstrainedProblem
 
 
 def _make(name: str, fn: Any) -> Callable[[], Problem]:
@@ -82,6 +83,7 @@ PROBLEMS: dict[str, Callable[[], AnyProblem]] = {
     "hartmann6-noisy": _noisy("hartmann6-noisy", _hartmann6, 0.1),
     "branin-noisy": _noisy("branin-noisy", _branin, 1.0),
     **MO_PROBLEMS,
+    **CONSTRAINED_PROBLEMS,
 }
 
 
@@ -95,9 +97,10 @@ def get_problem(name: str) -> AnyProblem:
 def observe(problem: AnyProblem, x: np.ndarray, rng: np.random.Generator) -> tuple[Any, Any]:
     """``(observed value, true value)`` of ``problem`` at ``x``; ``rng`` draws the noise.
 
-    For a problem of several objectives both are the (noiseless) vector of values.
+    For a problem of several objectives both are the (noiseless) vector of values; for a
+    constrained or crashing one, the outcome (``None`` when the evaluation failed).
     """
-    if isinstance(problem, MOProblem):
+    if isinstance(problem, MOProblem | ConstrainedProblem):
         values = problem(x)
         return values, values
     if isinstance(problem, NoisyProblem):
@@ -214,6 +217,27 @@ SUITES: dict[str, Suite] = {
         {"branincurrin": 40, "dtlz2": 60, "zdt2": 60, "vehiclesafety": 40},
         (4, 16),
         10,
+        strategy_options=SMOKE_OPTIONS,
+    ),
+    # issue 18: outcome constraints (BoTorch's constrained problems) and crash regions, abo's
+    # default (a GP per constraint, a GP classifier of failures) against Optuna's samplers
+    # with constraints_func and failures told as FAIL, and against abo's earlier worst-value
+    # imputation of failures (``auto+worst``, crash problems only: without failures it is
+    # ``auto``). Budgets: 20 times the dimension, at least 40; acquisition effort as in smoke.
+    "constrained": Suite(
+        "constrained",
+        {"gramacy": 40, "tensioncompression": 60, "pressurevessel": 80},
+        (4, 16),
+        10,
+        methods=("auto", "random", "optuna-gp", "optuna-tpe"),
+        strategy_options=SMOKE_OPTIONS,
+    ),
+    "crash": Suite(
+        "crash",
+        {"branin-crash": 40, "hartmann6-crash": 120},
+        (4, 16),
+        10,
+        methods=("auto", "auto+worst", "random", "optuna-gp", "optuna-tpe"),
         strategy_options=SMOKE_OPTIONS,
     ),
     "tiny-mo": Suite("tiny-mo", {"branincurrin": 8}, (2,), 1, methods=("random", "optuna-tpe")),
