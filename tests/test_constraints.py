@@ -69,11 +69,31 @@ def test_bad_constraints_name_the_field(outcomes: dict, field: str) -> None:
     assert err.value.field.startswith(field), err.value
 
 
-def test_a_strategy_without_constraint_support_is_refused_with_the_ones_that_have_it() -> None:
-    with pytest.raises(AboError, match="does not handle outcome constraints") as err:
-        abo.create_study(SPACE, outcomes=OUTCOMES, strategy="ucb")
-    assert err.value.field == "strategy"
-    assert "believer" in str(err.value) and "thompson" in str(err.value)
+def test_every_built_in_strategy_takes_constraints_and_others_are_refused_by_name() -> None:
+    from abo import registry
+    from abo.acquisitions.base import register_strategy
+
+    several = {"f": "minimize", "h": "minimize", "g": "<= 0"}
+    for n, outcomes in ((1, OUTCOMES), (2, several)):
+        for name in abo.strategies(objectives=n):
+            abo.create_study(SPACE, outcomes=outcomes, strategy=name)  # accepted
+
+    @register_strategy("test-unconstrained", "tests only: reads no feasibility")
+    class Unconstrained:
+        name = "test-unconstrained"
+        needs_model = False
+
+        def propose(self, ctx, n):  # pragma: no cover - never asked
+            raise AssertionError
+
+    try:
+        with pytest.raises(AboError, match="does not handle outcome constraints") as err:
+            abo.create_study(SPACE, outcomes=OUTCOMES, strategy="test-unconstrained")
+        assert err.value.field == "strategy"
+        assert "believer" in str(err.value) and "thompson" in str(err.value)
+        abo.create_study(SPACE, strategy="test-unconstrained")  # no constraints: fine
+    finally:
+        registry.REGISTRY.pop("test-unconstrained", None)
 
 
 def test_tells_need_every_constraint_and_bad_ones_change_nothing(tmp_path) -> None:
@@ -130,3 +150,27 @@ def test_the_spec_keeps_its_constraints_in_storage(postgres_url: str, tmp_path) 
         again = abo.load_study(name, storage=url)
         assert again.spec.constraints == (Constraint("g", "<=", 0.0),)
         assert again.spec.objectives == (Objective("f", "minimize"),)
+
+
+def test_the_default_strategy_of_several_objectives_keeps_to_the_feasible_region() -> None:
+    """Two objectives whose fronts run across x + y = 1, and the constraint x + y <= 1: the
+    default (qLogNEHVI with the constraint's GP) proposes inside, and the front is feasible."""
+    outcomes = {"f": "minimize", "h": "minimize", "g": "<= 0"}
+
+    def both(p: dict) -> dict[str, float]:
+        return {**evaluate(p), "h": (p["x"] - 0.9) ** 2 + (p["y"] - 0.2) ** 2}
+
+    study = abo.create_study(SPACE, outcomes=outcomes, seed=1, n_initial=6)
+    running = [study.ask(n_workers=2) for _ in range(2)]
+    for _ in range(12):
+        trial = running.pop(0)
+        study.tell(trial.id, both(trial.params))
+        running.append(study.ask(n_workers=2))
+    proposed = [t for t in study.trials if t.proposal.strategy == "auto"]
+    assert proposed and {t.proposal.arm for t in proposed} == {"qlognehvi"}
+    share = sum(both(t.params)["g"] <= 1e-2 for t in proposed) / len(proposed)
+    assert share >= 0.6, [t.params for t in proposed]
+    front = study.best_trials
+    assert front and all(feasible(t.values, study.spec.outcomes) for t in front)
+    model = [t for t in study.trials if t.proposal and t.proposal.model][-1].proposal.model
+    assert any(k.startswith("constraint.g:") for k in model.hypers)

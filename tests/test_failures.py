@@ -71,7 +71,9 @@ def test_worst_value_imputation_stays_an_option_and_is_what_old_studies_keep() -
     stored = study.spec.to_json()
     stored.pop("failure_model")  # a spec written before the option existed
     assert StudySpec.from_json(stored).resolved_failure_model == "worst"
-    assert abo.create_study(SPACE, strategy="ucb").spec.resolved_failure_model == "worst"
+    # every built-in strategy reads the classifier's probability of success
+    for name in abo.strategies(objectives=1):
+        assert abo.create_study(SPACE, strategy=name).spec.resolved_failure_model == "classifier"
 
 
 def test_lost_trials_teach_the_classifier_nothing() -> None:

@@ -15,6 +15,13 @@ default ``eps_c = min(1 / sqrt(max(d, 4)), 0.5)`` means that for ``d <= 4`` only
 exploits. The rule is stateless: ``t`` is derived from the context, so proposals are
 reproducible from the study seed.
 
+With outcome constraints or a failure classifier (``ctx.feasibility``) every arm weighs
+feasibility: exploit maximises the posterior mean times the probability of feasibility
+(``FeasibleBound``), the Thompson arm takes the best feasible point of a joint sample of the
+objective and the constraints (``constrained_thompson_points``), and the Pareto and random
+arms choose among the candidates more likely feasible than not (``likely_feasible``: the most
+likely ones while none is).
+
 Several points in one call share the work of their arms: the posterior-mean maximiser and the
 Pareto set are computed once per call (a second exploit in one call would repeat the first and
 samples a path instead, as before), all Thompson arms draw their paths in one batch and climb
@@ -24,19 +31,22 @@ them together (``thompson_points``), and the Pareto arms take distinct members o
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, cast
 
 import torch
+from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.analytic import PosteriorMean
 from botorch.models.model import Model
 from botorch.utils.multi_objective.pareto import is_non_dominated
 from torch import Tensor
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
+from abo.acquisitions.feasibility import FeasibleBound, likely_feasible
 from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments, latent_mean_std
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
-from abo.acquisitions.thompson import sobol_points, thompson_points
+from abo.acquisitions.thompson import constrained_thompson_points, sobol_points, thompson_points
 from abo.exceptions import AboError
 
 EPSILON_SCHEDULES = ("sqrtd", "inverse_d", "log")
@@ -140,16 +150,23 @@ class _AegisBase:
 
     # -- the arms -------------------------------------------------------------------------------
     def exploit(self, ctx: ProposalContext) -> Tensor:
-        """``1 x d`` maximiser of the posterior mean."""
+        """``1 x d`` maximiser of the posterior mean (times the probability of feasibility)."""
         assert ctx.model is not None
-        x, _ = seeded_maximize(PosteriorMean(ctx.model), ctx, self.budget)
+        if ctx.feasibility is None:
+            acq: AcquisitionFunction = PosteriorMean(ctx.model)
+        else:
+            acq = FeasibleBound(ctx.model, ctx.feasibility)
+        x, _ = seeded_maximize(acq, ctx, self.budget)
         return x
 
     def pareto_front(self, ctx: ProposalContext) -> Tensor:
         """The approximate (mean, std) Pareto set over fresh Sobol candidates."""
         assert ctx.model is not None
         n = self.n_candidates or min(1000 * ctx.dim, 5000)
-        return pareto_set(ctx.model, sobol_points(ctx, n, ctx.seed()))
+        candidates = sobol_points(ctx, n, ctx.seed())
+        if ctx.feasibility is not None:
+            candidates = likely_feasible(ctx.feasibility, candidates, least=max(1, n // 20))
+        return pareto_set(ctx.model, candidates)
 
     def pareto(self, ctx: ProposalContext) -> Tensor:
         """``1 x d`` uniform member of the approximate (mean, std) Pareto set."""
@@ -170,8 +187,12 @@ class _AegisBase:
         return torch.cat(picked)
 
     def random(self, ctx: ProposalContext) -> Tensor:
-        """``1 x d`` uniform point."""
-        return ctx.uniform(1)
+        """``1 x d`` uniform point (with constraints: uniform among the likely feasible)."""
+        if ctx.feasibility is None:
+            return ctx.uniform(1)
+        pool = likely_feasible(ctx.feasibility, sobol_points(ctx, 1024, ctx.seed()), least=16)
+        pick = torch.randint(pool.shape[0], (1,), generator=ctx.generator)
+        return pool[pick]
 
     def arms(self, ctx: ProposalContext, n: int) -> list[str]:
         """The decisions for the next ``n`` points: ``"exploit"``, ``"thompson"`` or ``"pareto"``.
@@ -205,7 +226,13 @@ class _AegisBase:
                 exploited = points[i] = x
         thompson = [i for i, arm in enumerate(arms) if arm == "thompson"]
         if thompson:
-            X, extras = thompson_points(ctx, len(thompson), self.budget, avoid=exploited)
+            if ctx.feasibility is None:
+                X, extras = thompson_points(ctx, len(thompson), self.budget, avoid=exploited)
+            else:  # the exploited point is busy for the joint samples
+                busy = ctx.X_pending if exploited is None else torch.cat([ctx.X_pending, exploited])
+                X, extras = constrained_thompson_points(
+                    replace(ctx, X_pending=busy.to(ctx.X_pending)), len(thompson), self.budget
+                )
             for j, i in enumerate(thompson):
                 points[i], infos[i] = X[j : j + 1], {**infos[i], **extras[j]}
         third = [i for i, arm in enumerate(arms) if arm == "pareto"]
@@ -222,7 +249,11 @@ class _AegisBase:
         return Proposal(torch.cat([p for p in points if p is not None]), infos)
 
 
-@register_strategy("aegis", "AEGiS: epsilon-greedy over posterior-mean, Thompson and Pareto arms")
+@register_strategy(
+    "aegis",
+    "AEGiS: epsilon-greedy over posterior-mean, Thompson and Pareto arms",
+    constraints="single",
+)
 class AegisStrategy(_AegisBase):
     """AEGiS (De Ath et al. 2021).
 
@@ -239,7 +270,11 @@ class AegisStrategy(_AegisBase):
     third_arm = "pareto"
 
 
-@register_strategy("aegis-rs", "AEGiS-RS: AEGiS with a uniform random point as the third arm")
+@register_strategy(
+    "aegis-rs",
+    "AEGiS-RS: AEGiS with a uniform random point as the third arm",
+    constraints="single",
+)
 class AegisRSStrategy(_AegisBase):
     """AEGiS-RS: the Pareto arm replaced by a uniform random point (same options as AEGiS)."""
 

@@ -80,7 +80,7 @@ def exact_enough(model: Any) -> bool:
     "members when they cannot keep up with the workers); qlognehvi for several objectives "
     "(thompson when it cannot keep up)",
     objectives="any",
-    constraints="single",
+    constraints="any",
 )  # fmt: skip
 class AutoStrategy:
     """``believer`` when the GP's noise is negligible, else ``qlognei``, and cheaper members

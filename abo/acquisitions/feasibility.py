@@ -16,20 +16,41 @@ through ``ProposalContext.feasibility``:
 * ``models``: the GPs themselves, for strategies that sample them (Thompson) or hand them to
   BoTorch's Monte-Carlo constraints (``qlognei``); ``success`` the classifier's latent GP
   (the log-odds of success: an evaluation succeeds where it is positive).
+
+``FeasibleBound`` is the constrained form of a confidence bound (``ucb``) or of the posterior
+mean (``aegis``'s exploit arm): a value that can be negative is made positive by a softplus on
+the standardised scale (monotone, so the unconstrained maximiser would not move) and multiplied
+by the probability of feasibility, in log space. ``likely_feasible`` keeps the candidates of a
+sampled arm (``aegis``'s Pareto and random arms) that are more likely feasible than not.
+``ConstrainedImprovement`` ranks a posterior sample's points for the sampling strategies of
+several objectives (``thompson``, ``parego``): the inner value where the sampled slacks
+(``slack_paths``) all hold, minus the sampled violation elsewhere, so every feasible point of
+the sample ranks above every infeasible one.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
+from botorch.acquisition import AcquisitionFunction
 from botorch.models.model import Model
+from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.probability.utils import log_ndtr
+from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from abo.acquisitions.optimize import PosteriorMoments, latent_mean_std
+from abo.acquisitions.optimize import (
+    PosteriorMoments,
+    latent_mean_std,
+    log_softplus,
+    outcome_scale,
+    standardized_posterior,
+)
+
+LIKELY = math.log(0.5)  # a candidate is likely feasible above this log probability
 
 
 def slack_moments(model: Model, X: Tensor, grad: bool = True) -> tuple[Tensor, Tensor]:
@@ -109,3 +130,82 @@ class Feasibility:
         """The rows of ``X, Y`` (``ctx.X``, ``ctx.Y``) that were feasible."""
         mask = self.observed.to(torch.bool)
         return X[mask], Y[mask]
+
+
+class FeasibleBound(AcquisitionFunction):
+    """``log softplus(mu + kappa sigma) + log P(feasible and success)`` on the standardised
+    scale: the posterior mean (``kappa = 0``) or an upper confidence bound weighted by the
+    probability of feasibility (see the module docstring)."""
+
+    def __init__(self, model: Model, feasibility: Feasibility, kappa: float = 0.0) -> None:
+        super().__init__(model)
+        self.feasibility = feasibility
+        self.kappa = float(kappa)
+
+    # BoTorch types the decorator for a plain AcquisitionFunction self, not a subclass's
+    @t_batch_mode_transform(expected_q=1)  # type: ignore[arg-type]
+    def forward(self, X: Tensor) -> Tensor:
+        """``b x 1 x d`` -> ``b`` log values."""
+        X = X.squeeze(-2)
+        mean, std = standardized_posterior(self.model, X)
+        return log_softplus(mean + self.kappa * std) + self.feasibility.log_prob(X)
+
+
+def likely_feasible(feasibility: Feasibility, candidates: Tensor, least: int = 1) -> Tensor:
+    """The rows of ``candidates`` more likely feasible than not; while fewer than ``least``
+    are, the ``least`` most likely ones (so an arm always has somewhere to go, and heads for
+    the feasible region)."""
+    with torch.no_grad():
+        logp = feasibility.log_prob(candidates)
+    keep = logp > LIKELY
+    if int(keep.sum()) >= least:
+        return candidates[keep]
+    return candidates[logp.topk(min(least, candidates.shape[0])).indices]
+
+
+def slack_paths(feasibility: Feasibility, seed: int) -> tuple[list[Any], list[float]]:
+    """One pathwise sample of every slack GP (and the classifier's log-odds), seeded from
+    ``seed``, and each GP's outcome scale (to weigh violations of different units alike)."""
+    paths = []
+    for i, model in enumerate(feasibility.sampled):
+        with torch.random.fork_rng():
+            torch.manual_seed(seed + 1 + i)
+            paths.append(draw_matheron_paths(model, sample_shape=torch.Size([1])))
+    scales = [max(float(outcome_scale(m)[1]), 1e-12) for m in feasibility.sampled]
+    return paths, scales
+
+
+CHEBYSHEV_OFFSET = 10.0
+"""Below any Chebyshev scalarisation of a sample (of values normalised by the observed range,
+``get_chebyshev_scalarization``): an infeasible point scores under every feasible one."""
+
+
+def sampled_violation(paths: list[Any], scales: list[float], X: Tensor) -> Tensor:
+    """``k``: the summed violation of the slack paths at ``k x d`` points, each over its scale
+    (0 where the sample is feasible)."""
+    total = X.new_zeros(X.shape[0])
+    for path, scale in zip(paths, scales, strict=True):
+        total = total + path(X).reshape(-1).neg().clamp_min(0.0) / scale
+    return total
+
+
+class ConstrainedImprovement(AcquisitionFunction):
+    """A sample's improvement where its constraints hold, minus its violation elsewhere:
+    ``b x 1 x d`` to ``b`` (see the module)."""
+
+    def __init__(
+        self,
+        inner: AcquisitionFunction,
+        slacks: list[Any],
+        scales: list[float],
+        offset: float = 0.0,
+    ) -> None:
+        super().__init__(model=inner.model)
+        self.inner = inner
+        self.slacks, self.scales = slacks, scales
+        self.offset = offset  # below the inner value's least: a scalarisation's is negative
+
+    def forward(self, X: Tensor) -> Tensor:
+        violation = sampled_violation(self.slacks, self.scales, X.reshape(-1, X.shape[-1]))
+        violation = violation.reshape(X.shape[:-2])
+        return torch.where(violation > 0, -violation - self.offset, self.inner(X))

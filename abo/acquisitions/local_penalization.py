@@ -39,12 +39,14 @@ from torch.quasirandom import SobolEngine
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.feasibility import Feasibility
 from abo.acquisitions.optimize import (
+    SIGMA_FLOOR,
     OptimizerBudget,
     PosteriorMoments,
     greedy_batch,
     latent_mean,
-    latent_mean_std,
+    log_softplus,
     outcome_scale,
+    standardized_posterior,
 )
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
@@ -53,7 +55,6 @@ from abo.exceptions import AboError
 HLP_POWER = -5.0
 LIPSCHITZ_FLOOR = 1e-7  # below this the model is flat: use LIPSCHITZ_FALLBACK instead
 LIPSCHITZ_FALLBACK = 10.0
-SIGMA_FLOOR = 1e-8
 RADIUS_FLOOR = 1e-12
 LOG_PHI_FLOOR = math.log(1e-12)  # keeps log-penalties (and their gradients) finite
 
@@ -88,31 +89,6 @@ def lp_penalizer(dist: Tensor, r: Tensor, s: Tensor) -> Tensor:
 def log_lp_penalizer(dist: Tensor, r: Tensor, s: Tensor) -> Tensor:
     """``log lp_penalizer`` computed without underflow (strictly negative, finite)."""
     return torch.special.log_ndtr((dist - r) / s.clamp_min(SIGMA_FLOOR))
-
-
-def log_softplus(a: Tensor) -> Tensor:
-    """``log(log(1 + exp(a)))`` without underflow for very negative ``a``."""
-    sp = torch.nn.functional.softplus(a)
-    return torch.where(a < -30.0, a, sp.clamp_min(1e-300).log())
-
-
-# -- the standardised posterior ---------------------------------------------------------------
-def standardized_posterior(model: Model, X: Tensor) -> tuple[Tensor, Tensor]:
-    """Marginal posterior mean and std at ``... x d`` points, on the standardised scale.
-
-    Exact GPs take ``latent_mean_std``'s one matrix product (differentiable), several times
-    faster per call than ``model.posterior`` over a batch of single points.
-    """
-    if X.dim() == 2:
-        fast = latent_mean_std(model, X, grad=True)
-        if fast is not None:
-            mean, std = fast
-            return mean, std.clamp_min(SIGMA_FLOOR)
-    shift, scale = outcome_scale(model)
-    post = cast(PosteriorMoments, model.posterior(X.unsqueeze(-2)))  # one point per batch
-    mean = (post.mean.squeeze(-1).squeeze(-1) - shift) / scale
-    std = post.variance.squeeze(-1).squeeze(-1).clamp_min(SIGMA_FLOOR**2).sqrt() / scale
-    return mean, std
 
 
 def standardize_utility(model: Model, y: Tensor) -> Tensor:

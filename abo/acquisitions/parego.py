@@ -12,6 +12,11 @@ scalarisation of Gaussian posteriors is not Gaussian, so even the believed model
 Monte-Carlo expected improvement; a sample costs one draw and a search, however many trials
 run. A point that lands on an evaluated, busy or just proposed point is replaced by another
 draw, with new weights (up to 8 draws).
+
+With outcome constraints or a failure classifier (``ctx.feasibility``) the sample also draws a
+path of every constraint's slack, and the scalarisation is maximised over the points the
+sample calls feasible (``ConstrainedImprovement``: an infeasible point scores minus its
+sampled violation, below every feasible one).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from botorch.utils.multi_objective.scalarization import get_chebyshev_scalarizat
 from torch import Tensor
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
+from abo.acquisitions.feasibility import CHEBYSHEV_OFFSET, ConstrainedImprovement, slack_paths
 from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
@@ -61,6 +67,7 @@ def simplex_weights(m: int, generator: torch.Generator) -> Tensor:
     "ParEGO: a fresh random Chebyshev scalarisation per point on a posterior sample "
     "(several objectives)",
     objectives="multi",
+    constraints="any",
 )
 class ParEGOStrategy:
     """Random Chebyshev scalarisations maximised on pathwise posterior samples.
@@ -87,7 +94,11 @@ class ParEGOStrategy:
         with torch.random.fork_rng():
             torch.manual_seed(ctx.seed())
             paths = draw_matheron_paths(ctx.model, sample_shape=torch.Size([1]))
-        x, _ = seeded_maximize(ScalarisedSample(ctx.model, paths, scalarise), ctx, self.budget)
+        acq: AcquisitionFunction = ScalarisedSample(ctx.model, paths, scalarise)
+        if ctx.feasibility is not None:
+            slacks, scales = slack_paths(ctx.feasibility, ctx.seed())
+            acq = ConstrainedImprovement(acq, slacks, scales, offset=CHEBYSHEV_OFFSET)
+        x, _ = seeded_maximize(acq, ctx, self.budget)
         return ctx.round(x), [round(float(w), 6) for w in weights]
 
     @quiet_proposal

@@ -12,7 +12,9 @@ explore with many busy points. The portfolio runs them as members, in the spirit
   not evaluated, so every round compares two members' nominees;
 * **reward**: on every ask, each earlier round is scored under the *current* model: the
   nominee with the higher posterior mean wins it (ties split). A member's score is its win
-  rate over the rounds it took part in, smoothed towards one half (a Beta(1, 1) prior);
+  rate over the rounds it took part in, smoothed towards one half (a Beta(1, 1) prior). With
+  outcome constraints or a failure classifier, a nominee more likely feasible than not beats
+  one that is not, and among nominees that are not the more likely feasible wins;
 * **probabilities**: Hedge's exponential weights, ``p ∝ exp(η · T · score)`` with
   ``η = sqrt(8 ln K / T)`` over ``T`` rounds and ``K`` members, mixed with a ``floor`` so no
   member is starved.
@@ -44,6 +46,7 @@ from abo.acquisitions.base import (
     ProposalContext,
     register_strategy,
 )
+from abo.acquisitions.feasibility import LIKELY, Feasibility
 from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments
 from abo.acquisitions.thompson import replace_duplicates
 from abo.exceptions import AboError
@@ -57,8 +60,10 @@ def member_probabilities(
     history: Sequence[Mapping[str, Any]],
     model: Any,
     floor: float,
+    feasibility: Feasibility | None = None,
 ) -> tuple[dict[str, float], dict[str, tuple[float, int]]]:
-    """Each member's probability, and its ``(wins, rounds)``, from the recorded rounds.
+    """Each member's probability, and its ``(wins, rounds)``, from the recorded rounds
+    (judged by feasibility first when ``feasibility`` is given, see the module docstring).
 
     A round is a record whose ``nominees`` map two or more members to points; rounds naming
     a member that is no longer in ``members``, or a point of the wrong size, are skipped.
@@ -84,12 +89,19 @@ def member_probabilities(
         with torch.no_grad():
             post = model.posterior(X.unsqueeze(-2))  # one-point posteriors: no n x n covariance
             mean = cast(PosteriorMoments, post).mean.reshape(-1).tolist()
+            logp = feasibility.log_prob(X).tolist() if feasibility is not None else None
+        # the key a nominee is judged by: its mean, or (likely feasible, mean or log p)
+        keys: list[Any] = list(mean)
+        if logp is not None:
+            keys = [
+                (lp > LIKELY, mu if lp > LIKELY else lp) for mu, lp in zip(mean, logp, strict=True)
+            ]
         at = 0
         for entries in rounds:
-            means = mean[at : at + len(entries)]
+            judged = keys[at : at + len(entries)]
             at += len(entries)
-            top = max(means)
-            winners = [name for (name, _), mu in zip(entries, means, strict=True) if mu == top]
+            top = max(judged)
+            winners = [name for (name, _), v in zip(entries, judged, strict=True) if v == top]
             for name, _ in entries:
                 tally[name][1] += 1
                 if name in winners:
@@ -114,7 +126,9 @@ def _unit(x: Tensor) -> list[float]:
 
 
 @register_strategy(
-    "portfolio", "a bandit over believer, qlognei, thompson, playbook and aegis (GP-Hedge style)"
+    "portfolio",
+    "a bandit over believer, qlognei, thompson, playbook and aegis (GP-Hedge style)",
+    constraints="single",
 )
 class PortfolioStrategy:
     """Chooses a member strategy per point from rewards the shared model gives their nominees.
@@ -171,7 +185,9 @@ class PortfolioStrategy:
 
     def probabilities(self, ctx: ProposalContext) -> dict[str, float]:
         """The members' probabilities for the next point, from the rounds in ``ctx.history``."""
-        return member_probabilities(self.members, ctx.history, ctx.model, self.floor)[0]
+        return member_probabilities(
+            self.members, ctx.history, ctx.model, self.floor, ctx.feasibility
+        )[0]
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         probs = self.probabilities(ctx)

@@ -6,16 +6,30 @@ reference point, ``ctx.ref_point``), integrated over the noisy observations and 
 points' unknown outcomes: BoTorch adds ``X_pending`` to the baseline and samples them jointly
 with the candidate, so a proposal never counts the improvement a running trial is about to
 bring. Several points at once are chosen greedily, each joining ``X_pending`` before the next.
+
+With outcome constraints or a failure classifier (``ctx.feasibility``) the constraints' slack
+GPs (and the classifier's log-odds GP) join the objectives' in one ``ModelListGP``, and
+BoTorch's own constrained qLogNEHVI weighs every sample by its (smoothed) feasibility: the
+acquisition's ``objective`` keeps the objectives' outputs, and each ``constraints`` callable
+is a negated slack (BoTorch's convention: feasible where it is negative), so the noisy front,
+the busy points and the candidate are all judged feasible or not sample by sample.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.multi_objective.logei import (
     qLogNoisyExpectedHypervolumeImprovement,
 )
+from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
 from botorch.acquisition.multi_objective.utils import prune_inferior_points_multi_objective
+from botorch.models import ModelListGP
+from botorch.models.gpytorch import GPyTorchModel
+from botorch.models.model import Model
 from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
@@ -55,10 +69,21 @@ def front_layers(X: Tensor, Y: Tensor, k: int = MAX_BASELINE) -> Tensor:
     return X[keep]
 
 
+def _negated(column: int) -> Callable[[Tensor], Tensor]:
+    """BoTorch's constraint callable for a slack output: negative (feasible) where the
+    sampled slack is positive."""
+
+    def constraint(Z: Tensor) -> Tensor:
+        return -Z[..., column]
+
+    return constraint
+
+
 @register_strategy(
     "qlognehvi",
     "qLogNoisyExpectedHypervolumeImprovement with busy points as X_pending (several objectives)",
     objectives="multi",
+    constraints="any",
 )
 class QLogNEHVIStrategy:
     """Expected hypervolume improvement integrated over the busy points' outcomes.
@@ -85,14 +110,27 @@ class QLogNEHVIStrategy:
     def acquisition(
         self, ctx: ProposalContext, ref: Tensor, pending: Tensor
     ) -> AcquisitionFunction:
-        """qLogNEHVI over the observed points, with ``pending`` as ``X_pending``."""
+        """qLogNEHVI over the observed points, with ``pending`` as ``X_pending`` (and the
+        outcome constraints, see the module)."""
         assert ctx.model is not None
-        model = JointPosterior.wrap(ctx.model, ctx.X)  # the same posterior, in matrix products
+        base: Model = ctx.model
+        constrained: dict[str, Any] = {}
+        if ctx.feasibility is not None:
+            m = ctx.Y.shape[-1]
+            sampled = ctx.feasibility.sampled
+            gps = [*cast(ModelListGP, ctx.model).models, *sampled]
+            base = ModelListGP(*cast(list[GPyTorchModel], gps))
+            constrained = {
+                "objective": IdentityMCMultiOutputObjective(outcomes=list(range(m))),
+                "constraints": [_negated(m + i) for i in range(len(sampled))],
+            }
+        model = JointPosterior.wrap(base, ctx.X)  # the same posterior, in matrix products
         baseline = prune_inferior_points_multi_objective(
             model=model,
             X=front_layers(ctx.X, ctx.Y),
             ref_point=ref.to(ctx.X),
             num_samples=PRUNE_SAMPLES,
+            **constrained,
         )
         acq = qLogNoisyExpectedHypervolumeImprovement(
             model=model,
@@ -101,6 +139,7 @@ class QLogNEHVIStrategy:
             X_pending=pending if pending.shape[0] else None,
             sampler=SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=ctx.seed()),
             prune_baseline=False,  # pruned above
+            **constrained,
         )
         if isinstance(model, JointPosterior):  # every evaluation is over the pruned baseline
             model.remember(acq.X_baseline)

@@ -179,7 +179,8 @@ def replace_duplicates(
     earlier row (a rounded or flat search can land there); its replacement avoids them all.
     Returns the points and, per row, the replacement's info (``None`` where the row was kept),
     so a strategy built on another's search never proposes a repeat. Of several objectives
-    the replacement is the Thompson rule for them (``thompson_pareto``).
+    the replacement is the Thompson rule for them (``thompson_pareto``); with outcome
+    constraints, the best feasible point of a joint sample (``constrained_thompson_points``).
     """
     X = ctx.round(X)
     seen = torch.cat([ctx.X, ctx.X_pending]).to(X)
@@ -188,10 +189,15 @@ def replace_duplicates(
     for i in range(X.shape[0]):
         x, extra = X[i : i + 1], None
         if seen.shape[0] and torch.cdist(x, seen).min() <= DUPLICATE_TOL:
+            busy = torch.cat([ctx.X_pending.to(X), *rows]) if rows else ctx.X_pending
             if ctx.Y.shape[-1] > 1:  # several objectives: the sample's best improvement
-                busy = torch.cat([ctx.X_pending.to(X), *rows]) if rows else ctx.X_pending
                 found = pareto_sample_points(replace(ctx, X_pending=busy), 1, budget)
                 x, extra = found.X, found.info[0]
+            elif ctx.feasibility is not None:  # the best feasible point of a joint sample
+                found_X, infos = constrained_thompson_points(
+                    replace(ctx, X_pending=busy), 1, budget
+                )
+                x, extra = found_X, infos[0]
             else:
                 x, extra = thompson_point(ctx, budget, avoid=seen)
             x = ctx.round(x)
@@ -280,7 +286,7 @@ def constrained_thompson_points(
     "asynchronous Thompson sampling: maximise a fresh posterior path (of several objectives: "
     "the sample's largest hypervolume improvement)",
     objectives="any",
-    constraints="single",
+    constraints="any",
 )
 class ThompsonStrategy:
     """Asynchronous Thompson sampling: one independent posterior path per proposed point.

@@ -15,6 +15,13 @@ with the workers. Where the sample promises no improvement anywhere (its front a
 every searched point), the point maximises a random Chebyshev scalarisation of the same sample
 instead (ParEGO's step), which still lands on the sample's Pareto set. A point that repeats an
 evaluated, busy or just proposed point is replaced by a fresh draw (up to 8).
+
+With outcome constraints or a failure classifier (``ctx.feasibility``) the sample also draws
+a path of every constraint's slack (and of the classifier's log-odds): the front is that of
+the observed *feasible* points, and a point the sample calls infeasible scores minus its
+sampled violation (each slack over its GP's scale), below every feasible one, so the search
+climbs into the sample's feasible region and then along its front; while no observed point
+is feasible the front is empty and the least sampled violation leads.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from botorch.utils.multi_objective.scalarization import get_chebyshev_scalarizat
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext
+from abo.acquisitions.feasibility import CHEBYSHEV_OFFSET, ConstrainedImprovement, slack_paths
 from abo.acquisitions.optimize import OptimizerBudget, sobol_points
 from abo.acquisitions.parego import ScalarisedSample, distinct_draws, simplex_weights
 from abo.acquisitions.seeded import seeded_maximize
@@ -76,17 +84,36 @@ def pareto_sample_point(
         paths = draw_matheron_paths(ctx.model, sample_shape=torch.Size([1]))
     with torch.no_grad():
         observed = sample_values(paths, ctx.X.to(torch.double))
+    feas = ctx.feasibility
+    if feas is not None:  # the front of the feasible observations only
+        observed = observed[feas.observed.to(torch.bool)]
     on_front = pareto_mask(observed)
-    acq = SampleImprovement(ctx.model, paths, front_cells(observed[on_front], ref))
+    acq: AcquisitionFunction = SampleImprovement(
+        ctx.model, paths, front_cells(observed[on_front], ref)
+    )
+    slacks: list[Any] = []
+    scales: list[float] = []
+    if feas is not None:
+        slacks, scales = slack_paths(feas, ctx.seed())
+        acq = ConstrainedImprovement(acq, slacks, scales)
     raw = sobol_points(ctx, budget.raw_samples, ctx.seed()).unsqueeze(1)
     with torch.no_grad():  # a sample that improves nowhere it is looked at skips the search
-        hopeful = bool((acq(raw) > 0).any())
+        scores = acq(raw)
+        hopeful = bool((scores > 0).any())
+    info: dict[str, Any]
+    if feas is not None and not bool((scores >= 0).any()):  # infeasible wherever searched
+        x, score = seeded_maximize(acq, ctx, budget)  # the least sampled violation
+        info = {"improvement": 0.0, "sample_feasible": bool(score >= 0)}
+        return ctx.round(x), info
     x, improvement = seeded_maximize(acq, ctx, budget) if hopeful else (ctx.X[:1], 0.0)
-    info: dict[str, Any] = {"improvement": float(f"{improvement:.6g}")}
+    info = {"improvement": float(f"{improvement:.6g}")}
     if not improvement > 0:  # nothing the sample promises beats its own front
         weights = simplex_weights(ctx.Y.shape[-1], ctx.generator)
         scalarise = get_chebyshev_scalarization(weights, ctx.Y, alpha=alpha)
-        x, _ = seeded_maximize(ScalarisedSample(ctx.model, paths, scalarise), ctx, budget)
+        scalar: AcquisitionFunction = ScalarisedSample(ctx.model, paths, scalarise)
+        if feas is not None:  # feasible points first, then the scalarisation among them
+            scalar = ConstrainedImprovement(scalar, slacks, scales, offset=CHEBYSHEV_OFFSET)
+        x, _ = seeded_maximize(scalar, ctx, budget)
         info["fallback"] = "chebyshev"
         info["weights"] = [round(float(w), 6) for w in weights]
     return ctx.round(x), info

@@ -13,15 +13,21 @@ maximum after an unrelated result arrives. A proposal that would exactly repeat 
 evaluated point (within ``1e-6``) is therefore replaced by the maximiser of a posterior sample
 and marked ``"replaced": "duplicate"``; so are the repeats within one call of several points,
 which all come from the same model.
+
+With outcome constraints or a failure classifier (``ctx.feasibility``) the bound is weighted
+by the probability of feasibility (``abo.acquisitions.feasibility.FeasibleBound``: the bound
+made positive by a softplus on the standardised scale, times the probability, in log space).
 """
 
 from __future__ import annotations
 
 import math
 
+from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.analytic import UpperConfidenceBound
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
+from abo.acquisitions.feasibility import FeasibleBound
 from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
@@ -36,7 +42,11 @@ def beta_schedule(d: int, t: int, delta: float = DELTA) -> float:
     return 2.0 * math.log(d * max(t, 1) ** 2 * math.pi**2 / (6.0 * delta))
 
 
-@register_strategy("ucb", "UCB refitted after every completion, busy points ignored (baseline)")
+@register_strategy(
+    "ucb",
+    "UCB refitted after every completion, busy points ignored (baseline)",
+    constraints="single",
+)
 class UCBStrategy:
     """Upper confidence bound with no pending-point handling.
 
@@ -61,7 +71,11 @@ class UCBStrategy:
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         assert ctx.model is not None
         beta = self.beta if self.beta is not None else beta_schedule(ctx.dim, ctx.X.shape[0])
-        x, _ = seeded_maximize(UpperConfidenceBound(ctx.model, beta=beta), ctx, self.budget)
+        if ctx.feasibility is None:
+            acq: AcquisitionFunction = UpperConfidenceBound(ctx.model, beta=beta)
+        else:
+            acq = FeasibleBound(ctx.model, ctx.feasibility, kappa=math.sqrt(beta))
+        x, _ = seeded_maximize(acq, ctx, self.budget)
         info = {"strategy": self.name, "beta": round(float(beta), 6)}
         X, replaced = replace_duplicates(ctx, x.expand(n, -1), self.budget)
         infos = [

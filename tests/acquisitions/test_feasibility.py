@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 import torch
 from botorch.acquisition.analytic import LogConstrainedExpectedImprovement
 from botorch.models import ModelListGP
@@ -104,3 +105,115 @@ def test_every_constraint_aware_strategy_avoids_where_the_classifier_expects_fai
         ctx = replace(make_ctx(objective, X[ok], Y[ok], seed=1), feasibility=feas)
         proposal = strategy.propose(ctx, 2)
         assert (proposal.X[:, 0] <= 0.6).all(), (strategy.name, proposal.X)
+
+
+def test_the_feasible_bound_is_the_softplus_bound_times_the_probability_of_feasibility() -> None:
+    from abo.acquisitions.feasibility import FeasibleBound
+    from abo.acquisitions.optimize import log_softplus, standardized_posterior
+
+    X, Y, objective, _, feas = constrained()
+    points = torch.rand(32, 2, generator=torch.Generator().manual_seed(2), dtype=torch.double)
+    for kappa in (0.0, 2.0):
+        acq = FeasibleBound(objective, feas, kappa=kappa)
+        mean, std = standardized_posterior(objective, points)
+        expected = log_softplus(mean + kappa * std) + feas.log_prob(points)
+        assert torch.allclose(acq(points.unsqueeze(-2)), expected.detach(), atol=1e-9)
+    # the feasible half wins: the best of the grid by the bound lies in x0 <= 0.5
+    grid = torch.rand(2048, 1, 2, generator=torch.Generator().manual_seed(4), dtype=torch.double)
+    with torch.no_grad():
+        top = grid[FeasibleBound(objective, feas, kappa=2.0)(grid).argmax(), 0]
+    assert top[0] <= 0.55, top
+
+
+def test_likely_feasible_keeps_the_likely_half_or_the_most_likely_few() -> None:
+    from abo.acquisitions.feasibility import likely_feasible
+
+    _, _, _, slack, feas = constrained()
+    grid = torch.rand(500, 2, generator=torch.Generator().manual_seed(5), dtype=torch.double)
+    kept = likely_feasible(feas, grid)
+    assert 0 < kept.shape[0] < grid.shape[0] and (kept[:, 0] <= 0.55).all()
+    right = grid[grid[:, 0] > 0.8]  # none likely feasible: the most likely ones
+    few = likely_feasible(feas, right, least=5)
+    assert few.shape[0] == 5
+    with torch.no_grad():
+        logp = feas.log_prob(right)
+    assert torch.allclose(feas.log_prob(few).sort().values, logp.topk(5).values.sort().values)
+
+
+@pytest.mark.parametrize("strategy", ["ucb", "aegis", "aegis-rs"])
+def test_ucb_and_aegis_propose_inside_the_feasible_region(strategy: str) -> None:
+    from abo.registry import make_strategy
+
+    X, Y, objective, _, feas = constrained()
+    ctx = replace(make_ctx(objective, X, Y), feasibility=feas)
+    made = make_strategy(strategy, raw_samples=128, num_restarts=3)
+    proposal = made.propose(ctx, 4)
+    assert proposal.X.shape == (4, 2)
+    # all four arms of AEGiS and UCB's bound weigh feasibility
+    assert (proposal.X[:, 0] <= 0.6).float().mean() >= 0.75, (proposal.X, proposal.info)
+
+
+def _constrained_front() -> tuple:
+    """Two utilities of one input that trade off (u1 = x, u2 = 1 - x^2), observed near the
+    ends, and a constraint x <= 0.45 (slack 0.45 - x): the gap of the front that may be
+    filled is (0.1, 0.45], not the unconstrained (0.2, 0.8)."""
+    X = torch.tensor([[0.0], [0.05], [0.1], [0.9], [0.95], [1.0]], dtype=torch.double)
+    U = torch.cat([X, 1 - X**2], dim=-1)
+    fits = [fit_gp(X, U[:, i : i + 1], noise="deterministic").model for i in range(2)]
+    slack = fit_gp(X, 0.45 - X, noise="deterministic").model
+    feas = Feasibility(names=("c",), models=(slack,), observed=(X[:, 0] <= 0.45))
+    return ModelListGP(*fits), X, U, feas
+
+
+@pytest.mark.parametrize("strategy", ["qlognehvi", "thompson", "parego"])
+def test_strategies_of_several_objectives_fill_the_feasible_part_of_the_front(
+    strategy: str,
+) -> None:
+    from abo.registry import make_strategy
+
+    model, X, U, feas = _constrained_front()
+    ref = torch.tensor([-0.1, -0.1], dtype=torch.double)
+    ctx = replace(make_ctx(model, X, U, seed=3), ref_point=ref, feasibility=feas)
+    options = {"raw_samples": 64, "num_restarts": 2}
+    if strategy == "qlognehvi":
+        options["mc_samples"] = 64
+    made = make_strategy(strategy, **options)
+    proposal = made.propose(ctx, 2)
+    assert (proposal.X[:, 0] <= 0.5).all(), (proposal.X, proposal.info)
+    unconstrained = made.propose(replace(ctx, feasibility=None), 2)
+    assert (unconstrained.X[:, 0] > 0.5).any(), unconstrained.X  # the constraint moved it
+
+
+def test_constrained_qlognehvi_is_botorchs_with_the_slack_as_a_constraint() -> None:
+    from botorch.acquisition.multi_objective.logei import (
+        qLogNoisyExpectedHypervolumeImprovement,
+    )
+    from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
+    from botorch.sampling import SobolQMCNormalSampler
+
+    from abo.acquisitions.qlognehvi import QLogNEHVIStrategy
+
+    model, X, U, feas = _constrained_front()
+    ref = torch.tensor([-0.1, -0.1], dtype=torch.double)
+    ctx = replace(make_ctx(model, X, U, seed=3), ref_point=ref, feasibility=feas)
+    ours = QLogNEHVIStrategy(mc_samples=64).acquisition(ctx, ref, X[:0])
+    theirs = qLogNoisyExpectedHypervolumeImprovement(
+        model=ModelListGP(*model.models, feas.models[0]),
+        ref_point=ref.tolist(),
+        X_baseline=ours.X_baseline,
+        sampler=SobolQMCNormalSampler(torch.Size([64]), seed=ctx.seed()),
+        objective=IdentityMCMultiOutputObjective(outcomes=[0, 1]),
+        constraints=[lambda Z: -Z[..., 2]],
+        prune_baseline=False,
+    )
+    # between the observed points (at them the two posteriors' jitter differs, in log space)
+    points = torch.linspace(0.025, 0.975, 20, dtype=torch.double).reshape(-1, 1, 1)
+    with torch.no_grad():
+        a, b = ours(points), theirs(points)
+    # the same improvement; the steep feasibility weight (BoTorch's eta = 1e-3) magnifies the
+    # two posteriors' rounding just past the constraint's boundary, where it is tiny
+    assert torch.allclose(a.exp(), b.exp(), atol=0.02 * float(b.exp().max())), (a, b)
+    assert (
+        a[points.reshape(-1) > 0.6].max()
+        < a[(points.reshape(-1) > 0.2) & (points.reshape(-1) < 0.4)].max()
+    )

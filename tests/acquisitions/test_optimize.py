@@ -6,8 +6,12 @@ import torch
 from botorch.models.deterministic import GenericDeterministicModel
 from strategy_helpers import peaked_data
 
-from abo.acquisitions.local_penalization import standardized_posterior
-from abo.acquisitions.optimize import latent_mean, latent_mean_std, outcome_scale
+from abo.acquisitions.optimize import (
+    latent_mean,
+    latent_mean_std,
+    outcome_scale,
+    standardized_posterior,
+)
 from abo.surrogate import fit_gp
 
 

@@ -98,3 +98,22 @@ def test_every_point_records_its_member_the_odds_and_the_round(tmp_path: Path) -
 def test_bad_options_name_the_field(options: dict, message: str) -> None:
     with pytest.raises(abo.AboError, match=message):
         abo.create_study(SPACE, strategy="portfolio", strategy_options=options)
+
+
+def test_with_constraints_a_likely_feasible_nominee_beats_a_better_infeasible_one() -> None:
+    from abo.acquisitions.feasibility import Feasibility
+
+    model = _model()
+    X = torch.rand(12, 2, generator=torch.Generator().manual_seed(0), dtype=torch.double)
+    slack = fit_gp(X, 0.5 - X[:, :1], noise="deterministic").model  # feasible where x <= 0.5
+    feas = Feasibility(names=("c",), models=(slack,), observed=(X[:, 0] <= 0.5))
+    inside = [0.45, 0.1]  # feasible, with a low mean
+    outside = [0.75, 0.7]  # a higher mean than ``inside``, and infeasible
+    history = [{"nominees": {"believer": inside, "thompson": outside}}] * 6
+    _, unconstrained = member_probabilities(MEMBERS, history, model, floor=0.05)
+    assert unconstrained["thompson"] == (6.0, 6)  # by the mean alone the infeasible one wins
+    _, tally = member_probabilities(MEMBERS, history, model, floor=0.05, feasibility=feas)
+    assert tally["believer"] == (6.0, 6) and tally["thompson"] == (0.0, 6)
+    both_out = [{"nominees": {"believer": [0.95, 0.9], "thompson": [0.6, 0.7]}}]
+    _, tally = member_probabilities(MEMBERS, both_out, model, floor=0.05, feasibility=feas)
+    assert tally["thompson"] == (1.0, 1)  # neither likely feasible: the more likely one wins
