@@ -48,7 +48,7 @@ from abo.spec import StudySpec
 from abo.summary import study_reference
 from abo.surrogate import FittedModel
 from abo.trial import ModelRecord, ProposalRecord, Trial, TrialState
-from abo.warping import warp
+from abo.warping import warp, warp_slack
 
 MIN_OBSERVATIONS = 2  # the GP needs at least this many results
 
@@ -168,8 +168,10 @@ class Proposer:
         self, trials: Sequence[Trial], observed: Sequence[Trial]
     ) -> tuple[Tensor, Tensor, Tensor]:
         """The constraints' model data: the done trials that told every constraint, their
-        ``n x c`` slacks (``>= 0`` where a constraint holds), and per row of ``observed`` (the
-        objective's data) whether that trial was feasible (failed ones are not)."""
+        ``n x c`` slacks (``>= 0`` where a constraint holds) as the GPs see them (each column
+        through ``abo.warping.warp_slack``, which keeps the bound at 0), and per row of
+        ``observed`` (the objective's data) whether that trial was feasible (failed ones are
+        not)."""
         cons = self.spec.constraints
         told = [
             t
@@ -179,6 +181,8 @@ class Proposer:
         S = torch.tensor(
             [[c.slack(t.values[c.name]) for c in cons] for t in told], dtype=torch.double
         ).reshape(len(told), len(cons))
+        if S.shape[0] and cons:
+            S = torch.stack([warp_slack(S[:, i])[0] for i in range(len(cons))], dim=-1)
         feasible = torch.tensor(
             [
                 t.state is TrialState.DONE

@@ -317,7 +317,8 @@ class StudySpec:
     def resolved_failure_model(self) -> str:
         """How failed trials are modelled: ``"auto"`` is ``"classifier"`` under the strategies
         that read ``ctx.feasibility`` (registered with ``constraints=``: the classifier's
-        probability of success reaches proposals only there), ``"worst"`` under the others."""
+        probability of success reaches proposals only there: every built-in one), ``"worst"``
+        under the others."""
         if self.failure_model != "auto":
             return self.failure_model
         from abo.registry import supports_constraints

@@ -12,6 +12,13 @@ maximum likelihood of a Gaussian for the transformed values (the transform HEBO 
 standardised again. Data that already look Gaussian get an exponent near 1 (nearly the
 identity); a long tail of bad values gets compressed.
 
+An outcome constraint's *slack* (``abo.acquisitions.feasibility``) gets its own transform,
+``warp_slack``: the same Yeo-Johnson family, but of the slacks divided by their median
+magnitude, not standardised, because the bound must stay where it is. Yeo-Johnson maps 0 to 0
+and keeps every sign, so which trials are feasible, and where the GP's slack crosses 0, mean
+the same after it; a violation of ``1e5`` next to slacks of order 1 (the tension/compression
+spring of ``docs/benchmarks.md``) no longer flattens the GP everywhere else.
+
 Example:
     >>> import torch
     >>> Y = -torch.tensor([[1.0], [2.0], [4.0], [1e4]])  # utilities of a heavy-tailed loss
@@ -31,9 +38,10 @@ from abo.spec import OUTPUT_TRANSFORMS
 
 WARPS = ("none", "power")  # what ``warp`` applies (a spec's "auto" resolves to one)
 
-__all__ = ["OUTPUT_TRANSFORMS", "best_lambda", "warp", "yeo_johnson"]
+__all__ = ["OUTPUT_TRANSFORMS", "best_lambda", "warp", "warp_slack", "yeo_johnson"]
 MIN_POINTS = 4  # fewer values say nothing about the shape of their distribution
 LAMBDA_RANGE = (-3.0, 5.0)  # exponents beyond this overfit a handful of values
+SLACK_TEST = 6.635  # chi-square(1) at 0.99: twice the log-likelihood gain a slack's warp needs
 
 
 def yeo_johnson(y: Tensor, lam: float) -> Tensor:
@@ -100,3 +108,26 @@ def warp(Y: Tensor, kind: str) -> tuple[Tensor, float | None]:
     z = yeo_johnson(y, lam)
     z = (z - z.mean()) / z.std()
     return z.reshape(Y.shape).to(Y.dtype), lam
+
+
+def warp_slack(s: Tensor) -> tuple[Tensor, float | None]:
+    """``(warped slacks, exponent)``: a constraint's slacks (``n``, non-negative where it holds)
+    over their median magnitude, Yeo-Johnson transformed with the maximum-likelihood exponent.
+
+    Zero stays zero and signs are kept (see the module). Only where the transform explains the
+    slacks significantly better than the identity (a likelihood-ratio test at the 1 % level,
+    ``SLACK_TEST``); otherwise, and for fewer than ``MIN_POINTS`` values or all of them zero,
+    ``s`` is returned unchanged with ``None``.
+    """
+    if s.numel() < MIN_POINTS:
+        return s, None
+    size = s.abs().median()
+    if not size > 0:  # most slacks exactly at the bound: the mean magnitude instead
+        size = s.abs().mean()
+    if not torch.isfinite(size) or not size > 0:
+        return s, None
+    z = (s / size).to(torch.double)
+    lam = best_lambda(z)
+    if 2.0 * (_log_likelihood(z, lam) - _log_likelihood(z, 1.0)) < SLACK_TEST:
+        return s, None  # the identity is as likely: the slacks look Gaussian already
+    return yeo_johnson(z, lam).to(s.dtype), lam

@@ -137,3 +137,29 @@ def test_power_is_the_default_under_the_default_strategy_only_and_old_specs_keep
         study.tell(t.id, math.exp(8 * t.params["x"]))
     modelled = [t for t in study.trials if t.proposal and t.proposal.strategy == "auto"]
     assert modelled and "output_lambda" in modelled[-1].proposal.details  # past MIN_POINTS
+
+
+def test_a_slack_keeps_its_zero_and_signs_and_loses_its_heavy_tail() -> None:
+    from abo.warping import warp_slack
+
+    s = torch.tensor([0.4, -0.2, 0.0, 1.0, -3e4, 0.7, -0.05, 0.3], dtype=torch.double)
+    w, lam = warp_slack(s)
+    assert lam is not None and torch.equal(torch.sign(w), torch.sign(s))
+    assert bool((w.argsort() == s.argsort()).all())  # monotone: the order of slacks stays
+    assert w[2] == 0.0  # the bound stays the bound
+    spread = lambda v: float(v.abs().max() / v.abs().median())  # noqa: E731
+    assert spread(w) < spread(s) / 100  # the huge violation no longer dwarfs the rest
+
+
+def test_gaussian_slacks_and_few_slacks_are_left_alone() -> None:
+    from abo.warping import warp_slack
+
+    for seed in range(5):  # Gaussian slacks: the identity is as likely, nothing changes
+        g = torch.randn(200, generator=torch.Generator().manual_seed(seed), dtype=torch.double)
+        same, lam = warp_slack(g)
+        assert same is g and lam is None
+    few = torch.tensor([1.0, -5.0, 2.0], dtype=torch.double)
+    same, lam = warp_slack(few)
+    assert same is few and lam is None
+    zeros = torch.zeros(6, dtype=torch.double)
+    assert warp_slack(zeros)[1] is None
