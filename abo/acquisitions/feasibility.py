@@ -176,8 +176,9 @@ def slack_paths(feasibility: Feasibility, seed: int) -> tuple[list[Any], list[fl
 
 
 CHEBYSHEV_OFFSET = 10.0
-"""Below any Chebyshev scalarisation of a sample (of values normalised by the observed range,
-``get_chebyshev_scalarization``): an infeasible point scores under every feasible one."""
+"""Below the Chebyshev scalarisation (``get_chebyshev_scalarization``: values normalised by the
+observed range, so within ``[-1, 0]`` there) of any sample value less than ten observed ranges
+below the data: an infeasible point scores under every feasible one short of that."""
 
 
 def sampled_violation(paths: list[Any], scales: list[float], X: Tensor) -> Tensor:
