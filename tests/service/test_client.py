@@ -252,3 +252,30 @@ def test_parameter_constraints_over_http(server) -> None:
     with pytest.raises(abo.AboError, match="parameter_constraints"):
         study.enqueue({"x": 0.9, "y": 0.9, "k": 0})
     assert all(not (t.params["x"] + t.params["y"] > 1 + 1e-9) for t in study.ask_batch(8))
+
+
+def test_a_constrained_study_of_two_objectives_over_http_keeps_its_front_feasible(
+    client: Client, study_name: str
+) -> None:
+    """The default (constrained qLogNEHVI) on the service: the constraint's GP is fitted and
+    recorded like the objectives', and the front holds feasible trials only."""
+    outcomes = {"loss": "minimize", "cost": "minimize", "width": "<= 1.0"}
+    study = client.create_study(SPACE, name=study_name, outcomes=outcomes, seed=3)
+    assert study.strategy == "auto" and [c.name for c in study.spec.constraints] == ["width"]
+    running = study.ask_batch(2, n_workers=2)
+    for _ in range(10):
+        trial = running.pop(0)
+        x = trial.params["x"]
+        values = {"loss": (x - 0.2) ** 2, "cost": abs(x + 1), "width": abs(x) * 2}
+        study.tell(trial.id, values)
+        running.append(study.ask(n_workers=2))
+    modelled = [t for t in study.trials if t.proposal and t.proposal.arm == "qlognehvi"]
+    assert modelled and any(
+        k.startswith("constraint.width:") for k in modelled[-1].proposal.model.hypers
+    )
+    front = study.best_trials
+    assert front and all(t.values["width"] <= 1.0 for t in front)
+    infeasible = [
+        t for t in study.trials if t.state is abo.TrialState.DONE and t.values["width"] > 1.0
+    ]
+    assert not {t.id for t in infeasible} & {t.id for t in front}
