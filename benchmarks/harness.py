@@ -308,20 +308,22 @@ class _ConstrainedLoop(_Loop):
         self.failures = 0
         self.failed_time = 0.0
         self.n_design = 0
+        self._last: Any = None  # the outcome ``_observe`` returned last
 
     def run(self, design: np.ndarray) -> None:
         self.n_design = len(design)
         super().run(design)
 
     def _observe(self, x: np.ndarray) -> tuple[Any, Any]:
-        outcome = self.problem(x)
-        return outcome, outcome
+        self._last = self.problem(x)
+        return self._last, self._last
 
     def _push(self, handle: Any, x: np.ndarray, seconds: float) -> None:
-        if self.problem(x) is None:
+        tau = float(self.taus[self.submitted])
+        super()._push(handle, x, seconds)  # observes ``x`` once
+        if self._last is None:
             self.failures += 1
-            self.failed_time += float(self.taus[self.submitted])
-        super()._push(handle, x, seconds)
+            self.failed_time += tau
 
     def _record(self, y: Any, true: Any) -> None:
         if self.problem.feasible(y) and y[0] < self._best_y:

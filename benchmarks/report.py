@@ -245,10 +245,10 @@ def plot_cell(members: Sequence[Mapping[str, Any]], k: int, budget: int, path: P
         by_method.setdefault(run["method"], []).append(run)
     grid = np.linspace(0.0, 1.2 * budget / k, 120)
     fig, (ax_n, ax_t) = plt.subplots(1, 2, figsize=(12, 4.5))
-    few = len(by_method) <= 10  # tab20's pairs of near colours only where they are needed
-    cmap = plt.get_cmap("tab10" if few else "tab20")
+    # tab20's pairs of near colours only where ten distinct ones do not suffice
+    cmap = plt.get_cmap("tab10" if len(by_method) <= 10 else "tab20")
     for i, (method, rs) in enumerate(sorted(by_method.items())):
-        color = cmap(i % (10 if few else 20))
+        color = cmap(i % cmap.N)
         evals = np.array([[log_regret(v) for v in curve(r)] for r in rs])
         q1, med, q3 = _band(evals)
         n = np.arange(1, evals.shape[1] + 1)

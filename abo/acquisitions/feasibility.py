@@ -171,8 +171,14 @@ def slack_paths(feasibility: Feasibility, seed: int) -> tuple[list[Any], list[fl
         with torch.random.fork_rng():
             torch.manual_seed(seed + 1 + i)
             paths.append(draw_matheron_paths(model, sample_shape=torch.Size([1])))
-    scales = [max(float(outcome_scale(m)[1]), 1e-12) for m in feasibility.sampled]
-    return paths, scales
+    return paths, violation_scales(feasibility)
+
+
+def violation_scales(feasibility: Feasibility) -> list[float]:
+    """The outcome scale of every sampled GP (``Feasibility.sampled``, floored at 1e-12), by
+    which the sampling strategies divide a sampled violation so that slacks in different
+    units weigh alike."""
+    return [max(float(outcome_scale(m)[1]), 1e-12) for m in feasibility.sampled]
 
 
 CHEBYSHEV_OFFSET = 10.0

@@ -39,6 +39,7 @@ from botorch.generation.sampling import MaxPosteriorSampling
 from torch import Tensor
 
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
+from abo.acquisitions.feasibility import violation_scales
 from abo.acquisitions.optimize import OptimizerBudget, incumbent, outcome_scale, sobol_points
 from abo.acquisitions.quiet import degraded, quiet_proposal, search_warnings
 from abo.acquisitions.thompson_pareto import pareto_sample_points
@@ -248,7 +249,7 @@ def constrained_thompson_points(
     sampled = feas.sampled  # every constraint's slack, then the failure classifier's log-odds
     slacks = [draw_paths(replace(ctx, model=m), n, seed + 1 + i) for i, m in enumerate(sampled)]
     scale = float(outcome_scale(ctx.model)[1])
-    weights = [100.0 * scale / max(float(outcome_scale(m)[1]), 1e-12) for m in sampled]
+    weights = [100.0 * scale / s for s in violation_scales(feas)]
     acq = ConstrainedPaths(objective, slacks, weights)
     raw = sobol_points(ctx, budget.raw_samples, ctx.seed())
     wide = raw.unsqueeze(1).expand(-1, n, -1)  # every raw point under every path
