@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidValueError": "abo.exceptions",
     "Objective": "abo.outcomes",
     "OptimizeResult": "abo.loop",
+    "Report": "abo.trial",
     "SearchSpaceError": "abo.exceptions",
     "Space": "abo.space",
     "StorageError": "abo.exceptions",
@@ -42,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "StrategyError": "abo.exceptions",
     "Trial": "abo.trial",
     "TrialFailure": "abo.exceptions",
+    "TrialHandle": "abo.reporting",
     "TrialNotFoundError": "abo.exceptions",
     "TrialState": "abo.trial",
     "TrialStateError": "abo.exceptions",
@@ -66,6 +68,7 @@ __all__ = [
     "InvalidValueError",
     "Objective",
     "OptimizeResult",
+    "Report",
     "SearchSpaceError",
     "Space",
     "StorageError",
@@ -75,6 +78,7 @@ __all__ = [
     "SurrogateFitError",
     "Trial",
     "TrialFailure",
+    "TrialHandle",
     "TrialNotFoundError",
     "TrialState",
     "TrialStateError",
@@ -107,9 +111,10 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; __getattr__ import
     from abo.loop import OptimizeResult
     from abo.outcomes import Constraint, Objective
     from abo.registry import strategies
+    from abo.reporting import TrialHandle
     from abo.space import Categorical, Float, Int, Space
     from abo.study import Study, create_study, delete_study, load_study
-    from abo.trial import Trial, TrialState
+    from abo.trial import Report, Trial, TrialState
 
 
 def __getattr__(name: str) -> object:

@@ -4,11 +4,14 @@
 
     running ──tell──▶ done
        │  ──fail──▶ failed      the parameters caused it (objective raised, diverged, infeasible)
+       │  ──report──▶ stopped   the study's stopping rule ended it (``abo.stopping``)
        └──lease/worker/driver lost──▶ lost   the infrastructure did; parameters re-queued
 
-``done``, ``failed`` and ``lost`` are final. Repeats are idempotent (a retried request must
-not fail): telling the same values again, failing a failed trial again, losing a lost one
-again change nothing. A lost trial may still receive its late result (kept on it for the
+``done``, ``failed``, ``stopped`` and ``lost`` are final. Repeats are idempotent (a retried
+request must not fail): telling the same values again, failing a failed trial again, losing a
+lost one again, reporting the same step and value again change nothing. A stopped trial's run
+ends after the decision: what it tells, fails or loses then only adds bookkeeping (its worker,
+its files) to the stopped trial. A lost trial may still receive its late result (kept on it for the
 record, never modelled: its retry carries its parameters on). Everything else is a
 ``TrialStateError`` naming the trial and its state.
 
@@ -23,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from abo.exceptions import TrialStateError
+from abo.exceptions import AboError, TrialStateError
 from abo.space import ParamValue
 from abo.storage.base import NewTrial, QueuedPoint, Storage, StudyRecord, Transaction
 from abo.trial import ProposalRecord, Trial, TrialState
@@ -127,6 +130,8 @@ def finish(
     values = dict(values or {})
     with storage.transaction(study) as tx:
         trial = tx.trial(trial_id)
+        if trial.state is TrialState.STOPPED:
+            return _annotate(tx, trial, user, info)
         if trial.state is TrialState.RUNNING:
             check_transition(trial.id, trial.state, state)
             new = replace(
@@ -143,6 +148,22 @@ def finish(
             tx.replace(trial, new)
             return tx.trial(trial_id)
         return _repeat(tx, trial, state, values, info)
+
+
+def _annotate(
+    tx: Transaction,
+    trial: Trial,
+    user: Mapping[str, Any] | None,
+    info: Mapping[str, Any] | None,
+) -> Trial:
+    """What a stopped trial's run reported when it ended: new keys only, the state stays."""
+    extra_user = {k: v for k, v in (user or {}).items() if k not in trial.user}
+    extra_info = {k: v for k, v in (info or {}).items() if k not in trial.info}
+    if not (extra_user or extra_info):
+        return trial
+    new = replace(trial, user={**trial.user, **extra_user}, info={**trial.info, **extra_info})
+    tx.replace(trial, new)
+    return tx.trial(trial.id)
 
 
 def _repeat(
@@ -211,6 +232,8 @@ def lose(storage: Storage, study: StudyRecord, trial_id: int, reason: str) -> Tr
     """A running trial ``lost`` (the infrastructure failed), its parameters re-queued."""
     with storage.transaction(study) as tx:
         trial = tx.trial(trial_id)
+        if trial.state is TrialState.STOPPED:
+            return trial  # its run was ended on purpose; losing it after that changes nothing
         if trial.state in (TrialState.DONE, TrialState.FAILED):
             raise TrialStateError(
                 f"trial_id: trial {trial_id} is already {trial.state}; "
@@ -244,6 +267,66 @@ def heartbeat(storage: Storage, study: StudyRecord, trial_id: int) -> Trial:
         renewed = replace(trial, lease_expires_at=tx.now + study.spec.lease_seconds)
         tx.replace(trial, renewed)
         return tx.trial(trial_id)
+
+
+# -- intermediate values ----------------------------------------------------------------------
+def report(
+    storage: Storage,
+    study: StudyRecord,
+    trial_id: int,
+    step: float,
+    value: float,
+    rule: Any = None,
+) -> tuple[Trial, bool]:
+    """Store a running trial's intermediate value, renew its lease, and apply the stopping
+    ``rule`` (``abo.stopping``) in the same transaction: ``(trial, stop)``.
+
+    A stopped trial answers ``stop`` again without storing anything; the same step and value
+    again is a no-op. A step at or before the trial's last one with another value, or a
+    trial that is done, failed or lost, is an error and stores nothing.
+    """
+    with storage.transaction(study) as tx:
+        trial = tx.trial(trial_id)
+        if trial.state is TrialState.STOPPED:
+            return trial, True
+        if trial.state is not TrialState.RUNNING:
+            raise TrialStateError(
+                f"trial_id: trial {trial_id} is already {trial.state}; only a running trial "
+                "reports intermediate values"
+            )
+        everything = tx.reports()  # read before writing: a read never sees its own rows
+        mine = everything.get(trial_id, [])
+        if mine and step <= mine[-1].step:
+            last = mine[-1]
+            if step == last.step and value == last.value:
+                return trial, False  # an identical repeat (a retried request)
+            if step == last.step:
+                raise TrialStateError(
+                    f"value: trial {trial_id} already reported {last.value!r} at step "
+                    f"{last.step:g}; refusing a different value {value!r}"
+                )
+            raise AboError(
+                f"step: trial {trial_id} already reported step {last.step:g}; steps must "
+                f"increase, got {step:g}",
+                field="step",
+            )
+        everything[trial_id] = [*mine, tx.add_report(trial_id, step, value)]
+        decision = rule.decide(trial_id, everything, study.spec.objective.sign) if rule else None
+        if decision is not None and decision.stop:
+            name = study.spec.objective.name
+            new = replace(
+                trial,
+                state=TrialState.STOPPED,
+                values={name: value},
+                value=value,
+                reason=decision.reason,
+                finished_at=tx.now,
+                lease_expires_at=None,
+            )
+        else:
+            new = replace(trial, lease_expires_at=tx.now + study.spec.lease_seconds)
+        tx.replace(trial, new)
+        return tx.trial(trial_id), new.state is TrialState.STOPPED
 
 
 # -- known results and queued points ----------------------------------------------------------
@@ -283,7 +366,7 @@ def enqueue(storage: Storage, study: StudyRecord, point: QueuedPoint, unique: bo
             wanted = _normal(point.params)
             if any(_normal(q.params) == wanted for q in tx.queued()):
                 return False
-            live = [TrialState.RUNNING, TrialState.DONE, TrialState.FAILED]
+            live = [TrialState.RUNNING, TrialState.DONE, TrialState.FAILED, TrialState.STOPPED]
             if any(t.params == wanted for t in tx.trials(live)):
                 return False
         tx.enqueue(point)

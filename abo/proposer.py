@@ -50,6 +50,8 @@ from abo.surrogate import FittedModel
 from abo.trial import ModelRecord, ProposalRecord, Trial, TrialState
 from abo.warping import warp, warp_slack
 
+OBSERVED = (TrialState.DONE, TrialState.STOPPED)  # trials the GP models at their value
+
 MIN_OBSERVATIONS = 2  # the GP needs at least this many results
 
 
@@ -128,17 +130,19 @@ class Proposer:
         """Model data: done trials as utilities (larger is better), and failed ones at the
         worst unless the failure classifier models them (``classifies``).
 
+        A stopped trial counts at its last reported value: the rule stopped it for being
+        behind at that step, and its last value (worse, for a curve that improves, than where
+        it would have ended) steers proposals away from its region instead of proposing it
+        again. With outcome constraints it is never feasible (it told none), so never the
+        incumbent (``constraint_data``).
+
         A failed trial says its parameters are bad (the objective raised, diverged or timed
         out); modelling it at the worst observed utility steers proposals away from the region
         instead of proposing it again and again. The classifier does that with a model of its
         own, so the objective's GP is not bent by made-up values.
         """
         objs = self.spec.objectives
-        done = [
-            t
-            for t in trials
-            if t.state is TrialState.DONE and all(o.name in t.values for o in objs)
-        ]
+        done = [t for t in trials if t.state in OBSERVED and all(o.name in t.values for o in objs)]
         failed = [t for t in trials if t.state is TrialState.FAILED]
         if self.classifies(trials):
             failed = []
@@ -230,7 +234,7 @@ class Proposer:
         space = self.spec.space
         seed = derive_seed(self.spec.seed, len(trials))
         needs_model = self.strategy.needs_model
-        done = sum(1 for t in trials if t.state is TrialState.DONE)
+        done = sum(1 for t in trials if t.state in OBSERVED)
         seen = sum(1 for t in trials if t.state is not TrialState.LOST and t.attempt == 0)
         designed = sum(
             1 for t in trials if t.proposal is not None and t.proposal.strategy == "sobol"

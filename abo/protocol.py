@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from abo.outcomes import Outcome
 from abo.space import Space
 from abo.spec import StudySpec
-from abo.trial import Trial
+from abo.trial import Report, Trial
 
 if TYPE_CHECKING:
     from abo.executors.base import Executor
@@ -98,6 +98,10 @@ class StudyLike(Protocol):
     def lose(self, trial_id: int, reason: str) -> Trial: ...
 
     def heartbeat(self, trial_id: int) -> Trial: ...
+
+    def report(self, trial_id: int, step: Any, value: Any) -> bool: ...
+
+    def reports(self, trial_id: int | None = None) -> dict[int, list[Report]]: ...
 
     def enqueue(self, params: Mapping[str, Any], *, allow_duplicate: bool = False) -> bool: ...
 

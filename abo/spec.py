@@ -146,6 +146,15 @@ class StudySpec:
             "strategies that take outcome constraints, 'worst' under the others."
         ),
     )
+    stopping: Mapping[str, Any] | None = field(
+        default=None,
+        metadata=_doc(
+            "Which running trials to end early from the values they report: 'none' (the "
+            "default: every trial runs to its end), 'asha' (asynchronous successive halving) "
+            "or 'median', or a dict such as {'rule': 'asha', 'min_step': 1, "
+            "'reduction_factor': 3, 'max_step': 81} (abo.stopping)."
+        ),
+    )
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -186,6 +195,10 @@ class StudySpec:
             seed = int.from_bytes(os.urandom(4), "little")
         if "strategy_options" in options and options["strategy_options"] is None:
             del options["strategy_options"]  # None: the strategy's defaults
+        if "stopping" in options:
+            from abo.stopping import parse_stopping
+
+            options["stopping"] = parse_stopping(options["stopping"])
         parsed = parse_outcomes(outcomes, direction)
         spec = cls(space=space, outcomes=parsed, seed=seed, **options)
         spec.check()
@@ -243,6 +256,17 @@ class StudySpec:
                     field="reference_point",
                 )
             check_reference(self.reference_point, self.objectives)
+        if self.stopping is not None:
+            from abo.stopping import FIELD, parse_stopping
+
+            if parse_stopping(self.stopping) != dict(self.stopping):
+                raise AboError(f"{FIELD}: not a parsed stopping option", field=FIELD)
+            if len(self.objectives) != 1:
+                raise AboError(
+                    f"{FIELD}: a stopping rule ranks the values trials report, which needs a "
+                    f"study of one objective (this one has {len(self.objectives)})",
+                    field=FIELD,
+                )
         from abo.registry import check_fits, make_strategy
 
         check_fits(

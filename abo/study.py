@@ -33,6 +33,7 @@ from abo.exceptions import (
     AboError,
     AboWarning,
     DuplicatedStudyError,
+    InvalidValueError,
     SearchSpaceError,
     StudyNotFoundError,
 )
@@ -40,6 +41,7 @@ from abo.outcomes import Objective, Outcome, check_number, check_values
 from abo.proposer import Proposer
 from abo.space import Space
 from abo.spec import DEFAULT_STRATEGY, StudySpec, check_reference
+from abo.stopping import make_rule
 from abo.storage import QueuedPoint, Storage, StudyRecord, open_storage
 from abo.summary import (
     best_trial,
@@ -49,7 +51,7 @@ from abo.summary import (
     utilities,
 )
 from abo.threads import torch_threads
-from abo.trial import ProposalRecord, Trial, TrialState
+from abo.trial import ProposalRecord, Report, Trial, TrialState
 
 if TYPE_CHECKING:
     from abo.executors.base import Executor
@@ -116,6 +118,7 @@ class Study:
         self._proposer = Proposer(record.spec, refit)
         self._models = self._proposer.models  # the refit machinery, for tests and benchmarks
         self._lock = threading.RLock()
+        self._rule = make_rule(record.spec.stopping)
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -337,6 +340,52 @@ class Study:
             user=user,
             info=extra,
         )
+
+    def report(self, trial_id: int, step: Any, value: Any) -> bool:
+        """Record a running trial's intermediate value (``value`` after ``step``: an epoch,
+        an iteration); committed before it returns. Returns whether the trial should stop:
+        the study's stopping rule (``abo.stopping``) decided so, and the trial is now
+        ``stopped`` with this value; its run should end, and what it tells after that only
+        adds bookkeeping. A report also renews the trial's lease.
+
+        Steps must increase; the same step and value again is a no-op.
+
+        Raises:
+            InvalidValueError: a NaN, infinite or non-numeric ``value`` or ``step``, or a
+                negative step (nothing is stored).
+            AboError: a step at or before the trial's last one (``field`` ``step``), or a
+                study of several objectives.
+            TrialNotFoundError: no such trial.
+            TrialStateError: the trial is done, failed or lost, or already reported another
+                value at this step.
+        """
+        trial_id = _check_trial_id(trial_id)
+        checked_step = check_number(step, "step")
+        if checked_step < 0:
+            raise InvalidValueError(
+                f"step: expected a non-negative number, got {step!r}", field="step"
+            )
+        checked_value = check_number(value, "value")
+        objectives = self.spec.objectives
+        if len(objectives) != 1:
+            raise AboError(
+                f"report: intermediate values are of a study's one objective; this one has "
+                f"{len(objectives)} ({', '.join(o.name for o in objectives)})",
+                field="report",
+            )
+        lifecycle.reap(self._storage, self._record)
+        _, stop = lifecycle.report(
+            self._storage, self._record, trial_id, checked_step, checked_value, self._rule
+        )
+        return stop
+
+    def reports(self, trial_id: int | None = None) -> dict[int, list[Report]]:
+        """Intermediate values by trial id, each in step order: every trial that reported,
+        or only ``trial_id``'s (``TrialNotFoundError`` for an unknown id)."""
+        if trial_id is None:
+            return self._storage.reports(self._record)
+        trial = self.trial(trial_id)
+        return self._storage.reports(self._record, [trial.id])
 
     def fail(
         self,

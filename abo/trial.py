@@ -4,11 +4,15 @@
 
     running ──tell──▶ done
        │  ──fail──▶ failed      the parameters caused it (objective raised, diverged, infeasible)
+       │  ──report──▶ stopped   a stopping rule ended it early (``abo.stopping``)
        └──lease/worker/driver lost──▶ lost   the infrastructure did; parameters re-queued
 
-``done``, ``failed`` and ``lost`` are final. A lost trial is not evidence about the objective:
-its parameters come back as a new trial whose ``retry_of`` names it. Which moves are allowed,
-and what a repeat does, is decided in ``abo.lifecycle``.
+``done``, ``failed``, ``stopped`` and ``lost`` are final. A stopped trial ran well enough to
+report but was not worth finishing: it keeps its last reported value (an observation at a
+lower step, not a final result: never the study's best), where a failed trial has none. A
+lost trial is not evidence about the objective: its parameters come back as a new trial whose
+``retry_of`` names it. Which moves are allowed, and what a repeat does, is decided in
+``abo.lifecycle``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class TrialState(enum.StrEnum):
     DONE = "done"
     FAILED = "failed"
     LOST = "lost"
+    STOPPED = "stopped"
 
     def __str__(self) -> str:
         return self.value
@@ -158,15 +163,30 @@ def _int(v: Any) -> int | None:
 
 
 @dataclass(frozen=True)
+class Report:
+    """One intermediate value a running trial reported: ``value`` after ``step`` (an epoch,
+    an iteration, a mesh level), at ``at`` seconds since the epoch."""
+
+    step: float
+    value: float
+    at: float = 0.0
+
+    def to_json(self) -> dict[str, float]:
+        step = int(self.step) if float(self.step).is_integer() else self.step
+        return {"step": step, "value": self.value, "at": self.at}
+
+
+@dataclass(frozen=True)
 class Trial:
     """One evaluation of the objective at ``params``: a snapshot, never updated in place.
 
     Attributes:
         id: the trial's number in its study (1, 2, ...), assigned by the storage.
         params: decoded parameter values (ints are ``int``, categoricals one of the choices).
-        state: ``running``, ``done``, ``failed`` or ``lost``.
+        state: ``running``, ``done``, ``failed``, ``stopped`` or ``lost``.
         value: the objective's value once ``done`` (as told, not sign-flipped), in a study of
-            one objective; ``None`` in a study of several (see ``values``).
+            one objective; ``None`` in a study of several (see ``values``). A ``stopped``
+            trial holds its last reported value.
         values: every outcome's value by name once ``done`` (``{}`` before).
         reason: why the trial failed or was lost.
         retry_of: id of the lost trial whose parameters this one retries.

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from abo.space import ParamValue, Space
-from abo.trial import ProposalRecord, Trial, TrialState
+from abo.trial import ProposalRecord, Report, Trial, TrialState
 
 if TYPE_CHECKING:
     from abo.spec import StudySpec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_ID = 2**31  # trial numbers are 32-bit INTEGER columns
 
 
@@ -120,6 +120,15 @@ class Transaction(ABC):
         """Store ``new`` in place of ``old`` if the trial is still in ``old.state``."""
 
     @abstractmethod
+    def reports(self, trial_ids: Sequence[int] | None = None) -> dict[int, list[Report]]:
+        """Intermediate values by trial id (only trials that reported), each in step order;
+        only ``trial_ids`` when given."""
+
+    @abstractmethod
+    def add_report(self, trial_id: int, step: float, value: float) -> Report:
+        """Store one intermediate value of a trial (callers check the step is new)."""
+
+    @abstractmethod
     def enqueue(self, point: QueuedPoint) -> None:
         """Queue a point (oldest first)."""
 
@@ -187,6 +196,13 @@ class Storage(ABC):
     def count(self, study: StudyRecord) -> int:
         """Number of trials in the study."""
         return len(self.trials(study))
+
+    def reports(
+        self, study: StudyRecord, trial_ids: Sequence[int] | None = None
+    ) -> dict[int, list[Report]]:
+        """Intermediate values by trial id, each in step order (only ``trial_ids`` if given)."""
+        with self.reading(study) as tx:
+            return tx.reports(trial_ids)
 
     def queued(self, study: StudyRecord) -> list[QueuedPoint]:
         """Points waiting in the queue, oldest first."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from abo.exceptions import DuplicatedStudyError, StudyNotFoundError, TrialNotFoundError
 from abo.storage.base import NewTrial, QueuedPoint, Storage, StudyRecord, Transaction
-from abo.trial import Trial, TrialState
+from abo.trial import Report, Trial, TrialState
 
 
 @dataclass
@@ -30,9 +30,12 @@ class _State:
     trials: dict[int, Trial] = field(default_factory=dict)
     queue: list[QueuedPoint] = field(default_factory=list)
     n_trials: int = 0
+    reports: dict[int, tuple[Report, ...]] = field(default_factory=dict)
 
     def copy(self) -> _State:
-        return _State(self.record, dict(self.trials), list(self.queue), self.n_trials)
+        return _State(
+            self.record, dict(self.trials), list(self.queue), self.n_trials, dict(self.reports)
+        )
 
 
 class MemoryStorage(Storage):
@@ -153,6 +156,15 @@ class _MemoryTransaction(Transaction):
             return False
         self.state.trials[old.id] = new
         return True
+
+    def reports(self, trial_ids: Sequence[int] | None = None) -> dict[int, list[Report]]:
+        wanted = sorted(self.state.reports) if trial_ids is None else trial_ids
+        return {i: list(self.state.reports[i]) for i in wanted if i in self.state.reports}
+
+    def add_report(self, trial_id: int, step: float, value: float) -> Report:
+        report = Report(float(step), float(value), self.now)
+        self.state.reports[trial_id] = (*self.state.reports.get(trial_id, ()), report)
+        return report
 
     def enqueue(self, point: QueuedPoint) -> None:
         self.state.queue.append(point)

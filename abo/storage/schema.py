@@ -1,4 +1,9 @@
-"""The SQL tables (schema version 2) and the in-place upgrade of older databases.
+"""The SQL tables (schema version 3) and the in-place upgrade of older databases.
+
+Version 3 adds to version 2 the table ``abo_reports``: the intermediate values trials report
+as they run (``study.report``), one row per trial and step. A version-2 database is upgraded
+when first opened by creating that table (nothing is rewritten) and recording
+``upgraded_from_2`` in ``abo_meta``.
 
 Version 2 adds to version 1: the study's whole ``spec`` (JSON) beside the columns version 1
 kept (space, direction, strategy, seed, config: still written, no longer read), and per trial
@@ -84,6 +89,20 @@ queue = sa.Table(
     sa.Column("created_at", sa.Float(precision=53), nullable=False),
 )
 
+reports = sa.Table(
+    "abo_reports",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "study_id", sa.Integer, sa.ForeignKey("abo_studies.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("number", sa.Integer, nullable=False),  # the trial's number in its study
+    sa.Column("step", sa.Float(precision=53), nullable=False),
+    sa.Column("value", sa.Float(precision=53), nullable=False),
+    sa.Column("created_at", sa.Float(precision=53), nullable=False),
+    sa.UniqueConstraint("study_id", "number", "step", name="uq_report_step"),
+)  # v3
+
 # keys version 1 kept in a trial's info that belong to abo's proposal record
 V1_PROPOSAL_KEYS = (
     "strategy", "arm", "proposal_seconds", "fit_seconds", "n_observations", "gp_points",
@@ -120,10 +139,25 @@ def initialise(conn: Connection, where: str) -> None:
             f"storage: {where} has schema version {found}, written by a newer abo; this abo "
             f"reads versions up to {SCHEMA_VERSION} (upgrade abo to use it)"
         )
-    if found == 1 and version(conn, lock=True) == 1:  # not upgraded meanwhile by another
-        _upgrade_1_to_2(conn, where)
-    elif found != SCHEMA_VERSION:
+    if found not in (1, 2, SCHEMA_VERSION):
         raise StorageError(f"storage: {where} has unknown schema version {found}")
+    if found < SCHEMA_VERSION and version(conn, lock=True) == found:  # not upgraded meanwhile
+        if found == 1:
+            _upgrade_1_to_2(conn, where)
+        _upgrade_2_to_3(conn, where)
+
+
+def _set_version(conn: Connection, to: int, upgraded_from: int) -> None:
+    conn.execute(meta.update().where(meta.c.key == "schema_version").values(value=str(to)))
+    conn.execute(
+        meta.insert().values(key=f"upgraded_from_{upgraded_from}", value=repr(time.time()))
+    )
+
+
+def _upgrade_2_to_3(conn: Connection, where: str) -> None:
+    reports.create(conn)
+    _set_version(conn, 3, 2)
+    log.warning("abo: upgraded %s from storage schema 2 to 3 (a table for reports)", where)
 
 
 def _upgrade_1_to_2(conn: Connection, where: str) -> None:
@@ -157,14 +191,11 @@ def _upgrade_1_to_2(conn: Connection, where: str) -> None:
             changes["proposal"] = json.dumps(record, allow_nan=False)
         if changes:
             conn.execute(trials.update().where(trials.c.id == row.id).values(**changes))
-    conn.execute(
-        meta.update().where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION))
-    )
-    conn.execute(meta.insert().values(key="upgraded_from_1", value=repr(time.time())))
+    _set_version(conn, 2, 1)
     log.warning(
         "abo: upgraded %s from storage schema 1 to %d (%d studies, %d trials, %.1f s)",
         where,
-        SCHEMA_VERSION,
+        2,
         conn.execute(sa.select(sa.func.count()).select_from(studies)).scalar_one(),
         len(rows),
         time.time() - started,

@@ -47,9 +47,10 @@ from abo.storage.base import (
     Transaction,
 )
 from abo.storage.guard import GUARDED, FileGuard, describe
-from abo.trial import ProposalRecord, Trial, TrialState
+from abo.trial import ProposalRecord, Report, Trial, TrialState
 
 _studies, _trials, _queue, _meta = schema.studies, schema.trials, schema.queue, schema.meta
+_reports = schema.reports
 
 
 def _clean(obj: Any) -> Any:
@@ -117,6 +118,8 @@ class SQLStorage(Storage):
         # from queueing on its busy timeout (and guards the single in-memory connection).
         self._lock: threading.RLock | None = threading.RLock() if self._sqlite else None
         self._row_cache: dict[tuple[int, str, int], tuple[tuple[Any, ...], Trial]] = {}
+        # per study: the last report row read, how many rows, and the reports by trial
+        self._report_cache: dict[tuple[int, str], tuple[int, int, dict[int, list[Report]]]] = {}
         self._init_schema()
 
     # -- engine and schema ------------------------------------------------------------------
@@ -319,9 +322,11 @@ class SQLStorage(Storage):
         with self._tx(study) as conn:
             conn.execute(_trials.delete().where(_trials.c.study_id == study.id))
             conn.execute(_queue.delete().where(_queue.c.study_id == study.id))
+            conn.execute(_reports.delete().where(_reports.c.study_id == study.id))
             conn.execute(_studies.delete().where(_studies.c.id == study.id))
         for key in [k for k in self._row_cache if k[0] == study.id and k[1] == study.name]:
             self._row_cache.pop(key, None)  # its trials are gone: keep no decoded copies
+        self._report_cache.pop((study.id, study.name), None)
 
     def count(self, study: StudyRecord) -> int:
         with self._tx(study, lock=False) as conn:
@@ -340,6 +345,33 @@ class SQLStorage(Storage):
         trial = _build_trial(study, row)
         self._row_cache[key] = (raw, trial)
         return trial
+
+    def study_reports(self, conn: Connection, study: StudyRecord) -> dict[int, list[Report]]:
+        """Every committed report of the study by trial, in step order. Reports are only ever
+        appended (in id order, under the study's lock), so only rows past the last one read
+        are fetched; a count that does not add up (a deleted study's rows) reads all again."""
+        key = (study.id, study.name)
+        last, count, by_trial = self._report_cache.get(key, (0, 0, {}))
+        where = _reports.c.study_id == study.id
+        total = int(conn.execute(sa.select(sa.func.count()).where(where)).scalar_one())
+        if total == count:
+            return by_trial
+        if total < count:
+            last, count, by_trial = 0, 0, {}
+        rows = conn.execute(
+            sa.select(_reports).where(where, _reports.c.id > last).order_by(_reports.c.id)
+        ).all()
+        if count + len(rows) != total:  # should not happen: read everything again
+            rows = conn.execute(sa.select(_reports).where(where).order_by(_reports.c.id)).all()
+            by_trial = {}
+        fresh = {k: list(v) for k, v in by_trial.items()}
+        for row in rows:
+            fresh.setdefault(row.number, []).append(Report(row.step, row.value, row.created_at))
+        for reports in fresh.values():
+            reports.sort(key=lambda r: r.step)
+        if rows:
+            self._report_cache[key] = (rows[-1].id, total, fresh)
+        return fresh
 
 
 def _build_trial(study: StudyRecord, row: Any) -> Trial:
@@ -457,6 +489,23 @@ class _SQLTransaction(Transaction):
             )
         )
         return result.rowcount == 1
+
+    def reports(self, trial_ids: Sequence[int] | None = None) -> dict[int, list[Report]]:
+        found = self.storage.study_reports(self.conn, self.study)
+        wanted = sorted(found) if trial_ids is None else trial_ids
+        return {i: list(found[i]) for i in wanted if i in found}
+
+    def add_report(self, trial_id: int, step: float, value: float) -> Report:
+        self.conn.execute(
+            _reports.insert().values(
+                study_id=self.study.id,
+                number=trial_id,
+                step=float(step),
+                value=float(value),
+                created_at=self.now,
+            )
+        )
+        return Report(float(step), float(value), self.now)
 
     def enqueue(self, point: QueuedPoint) -> None:
         self.conn.execute(

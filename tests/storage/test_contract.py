@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from abo import StudyNotFoundError, TrialState, TrialStateError, lifecycle
+from abo import AboError, StudyNotFoundError, TrialState, TrialStateError, lifecycle
 from abo.exceptions import DuplicatedStudyError, TrialNotFoundError
 from abo.spec import StudySpec
 from abo.storage import NewTrial, QueuedPoint, StudyRecord
@@ -357,3 +357,92 @@ def test_a_failed_transaction_changes_nothing(backend: Backend) -> None:
         tx.enqueue(QueuedPoint(points(1, 8)[0]))
         raise RuntimeError("abandon the transaction")
     assert (store.trials(study), store.queued(study)) == before
+
+
+# -- intermediate values and the stopped state --------------------------------------------------
+def test_reports_are_stored_in_step_order_and_seen_from_a_second_handle(backend: Backend) -> None:
+    store = backend.store
+    study = store.create_study(record())
+    a, b = lifecycle.start(store, study, points(2), [None] * 2)
+    for step, value in ((1, 0.9), (2, 0.7), (5, 0.4)):
+        lifecycle.report(store, study, a.id, step, value)
+    lifecycle.report(store, study, b.id, 1, 0.8)
+    other = backend.reopen()
+    got = other.reports(other.load_study("s"))
+    assert [(r.step, r.value) for r in got[a.id]] == [(1.0, 0.9), (2.0, 0.7), (5.0, 0.4)]
+    assert [(r.step, r.value) for r in got[b.id]] == [(1.0, 0.8)]
+    assert got[a.id][0].at == backend.clock.now
+    assert list(store.reports(study, [b.id])) == [b.id]
+    lifecycle.report(store, study, b.id, 3, 0.5)  # the first handle's cache sees the new row
+    assert [r.step for r in other.reports(study)[b.id]] == [1.0, 3.0]
+    assert [r.step for r in store.reports(study)[b.id]] == [1.0, 3.0]
+
+
+def test_a_report_renews_the_lease_and_a_repeat_changes_nothing(backend: Backend) -> None:
+    store = backend.store
+    study = store.create_study(record(lease_seconds=100.0))
+    (t,) = lifecycle.start(store, study, points(1), [None])
+    backend.clock.advance(60)
+    trial, stop = lifecycle.report(store, study, t.id, 1, 0.5)
+    assert not stop and trial.lease_expires_at == backend.clock.now + 100.0
+    backend.clock.advance(60)  # past the first lease: the report kept it alive
+    assert lifecycle.reap(store, study) == []
+    assert lifecycle.report(store, study, t.id, 1, 0.5)[1] is False  # identical: a no-op
+    assert len(store.reports(study)[t.id]) == 1
+
+
+def test_bad_reports_are_refused_and_store_nothing(backend: Backend) -> None:
+    store = backend.store
+    study = store.create_study(record())
+    t, done = lifecycle.start(store, study, points(2), [None] * 2)
+    lifecycle.report(store, study, t.id, 2, 0.5)
+    with pytest.raises(AboError, match="step: trial 1 already reported step 2; steps must"):
+        lifecycle.report(store, study, t.id, 1, 0.4)
+    with pytest.raises(TrialStateError, match="already reported 0.5 at step 2"):
+        lifecycle.report(store, study, t.id, 2, 0.3)
+    lifecycle.finish(store, study, done.id, TrialState.DONE, v(0.1))
+    with pytest.raises(TrialStateError, match="already done; only a running trial reports"):
+        lifecycle.report(store, study, done.id, 1, 0.1)
+    with pytest.raises(TrialNotFoundError):
+        lifecycle.report(store, study, 99, 1, 0.1)
+    assert {k: len(r) for k, r in store.reports(study).items()} == {t.id: 1}
+
+
+def test_a_stopped_trial_keeps_its_last_value_and_later_tells_only_add_bookkeeping(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    study = store.create_study(record())
+    (t,) = lifecycle.start(store, study, points(1), [None])
+
+    class StopAtTwo:
+        def decide(self, trial_id, reports, sign):  # type: ignore[no-untyped-def]
+            from abo.stopping import Decision
+
+            return Decision(reports[trial_id][-1].step >= 2, "stopped by test")
+
+    assert lifecycle.report(store, study, t.id, 1, 0.9, StopAtTwo())[1] is False
+    stopped, stop = lifecycle.report(store, study, t.id, 2, 0.7, StopAtTwo())
+    assert stop and stopped.state is TrialState.STOPPED and stopped.state.is_finished
+    assert stopped.value == 0.7 and stopped.values == v(0.7) and stopped.reason == "stopped by test"
+    assert stopped.finished_at == backend.clock.now and stopped.lease_expires_at is None
+    # the run ends after the decision: what it says then is kept beside, never instead
+    assert lifecycle.report(store, study, t.id, 3, 0.6, StopAtTwo())[1] is True
+    told = lifecycle.finish(store, study, t.id, TrialState.DONE, v(0.1), info={"worker": "w1"})
+    assert told.state is TrialState.STOPPED and told.value == 0.7 and told.info["worker"] == "w1"
+    failed = lifecycle.finish(store, study, t.id, TrialState.FAILED, reason="SIGTERM")
+    assert failed.state is TrialState.STOPPED and failed.reason == "stopped by test"
+    assert lifecycle.lose(store, study, t.id, "cancelled").state is TrialState.STOPPED
+    assert len(store.reports(study)[t.id]) == 2  # the report after the stop was not stored
+    assert store.queued(study) == []  # nothing re-queued: a stopped trial is not lost
+
+
+def test_deleting_a_study_removes_its_reports(backend: Backend) -> None:
+    store = backend.store
+    doomed = store.create_study(record("doomed"))
+    (t,) = lifecycle.start(store, doomed, points(1), [None])
+    lifecycle.report(store, doomed, t.id, 1, 0.5)
+    store.delete_study("doomed")
+    again = store.create_study(record("doomed"))
+    (u,) = lifecycle.start(store, again, points(1), [None])
+    assert u.id == t.id and store.reports(again) == {}

@@ -37,7 +37,9 @@ def schema1_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     statements = "\n".join(ln for ln in dump.splitlines() if not ln.startswith("\\"))
     engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS abo_queue, abo_trials, abo_studies, abo_meta")
+        conn.exec_driver_sql(
+            "DROP TABLE IF EXISTS abo_reports, abo_queue, abo_trials, abo_studies, abo_meta"
+        )
         conn.exec_driver_sql(statements)
         conn.exec_driver_sql("SET search_path TO public")  # the dump cleared it for its session
     engine.dispose()
@@ -50,11 +52,13 @@ def test_a_schema_1_database_is_upgraded_and_continues(
     with caplog.at_level(logging.WARNING, logger="abo"):
         storage = SQLStorage(schema1_url)
     assert "upgraded" in caplog.text and "from storage schema 1 to 2" in caplog.text
+    assert "from storage schema 2 to 3" in caplog.text  # then on to this version
     engine = sa.create_engine(schema1_url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.connect() as conn:
         meta = dict(conn.execute(sa.text("SELECT key, value FROM abo_meta")).all())
     engine.dispose()
     assert meta["schema_version"] == str(SCHEMA_VERSION) and "upgraded_from_1" in meta
+    assert "upgraded_from_2" in meta
 
     legacy = abo.load_study("legacy", storage=storage)
     assert legacy.direction == "minimize" and [o.name for o in legacy.outcomes] == ["value"]
@@ -113,3 +117,29 @@ def test_a_database_newer_than_this_abo_is_refused(tmp_path: Path) -> None:
         stored = conn.exec_driver_sql("SELECT value FROM abo_meta").scalar_one()
     engine.dispose()
     assert stored == str(SCHEMA_VERSION + 1)
+
+
+def test_a_schema_2_database_gets_the_reports_table_and_keeps_its_trials(
+    storage_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Version 3 only adds ``abo_reports``: a version-2 database is a version-3 one without
+    it, at version 2 (which is what this test makes, on each backend)."""
+    study = abo.create_study({"x": abo.Float(0, 1)}, name="two", storage=storage_url, seed=3)
+    running = study.ask()
+    study.tell(study.ask().id, 0.5)
+    study.storage.dispose()
+    engine = sa.create_engine(storage_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE abo_reports")
+        conn.exec_driver_sql("UPDATE abo_meta SET value = '2' WHERE key = 'schema_version'")
+    with caplog.at_level(logging.WARNING, logger="abo"):
+        upgraded = abo.load_study("two", storage=storage_url)
+    assert "from storage schema 2 to 3" in caplog.text
+    with engine.connect() as conn:
+        meta = dict(conn.execute(sa.text("SELECT key, value FROM abo_meta")).all())
+    engine.dispose()
+    assert meta["schema_version"] == "3" and "upgraded_from_2" in meta
+    assert [t.state for t in upgraded.trials] == [TrialState.RUNNING, TrialState.DONE]
+    assert upgraded.report(running.id, 1, 0.25) is False
+    assert [(r.step, r.value) for r in upgraded.reports(running.id)[running.id]] == [(1.0, 0.25)]
+    upgraded.storage.dispose()

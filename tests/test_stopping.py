@@ -1,0 +1,172 @@
+"""Stopping rules (``abo.stopping``) and ``Study.report``: what stops, what is refused, and
+what a stopped trial is to the rest of the study."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import abo
+from abo import AboError, InvalidValueError, TrialState, TrialStateError
+from abo.stopping import ASHA, MedianRule, make_rule, parse_stopping
+from abo.trial import Report
+
+SPACE = {"x": abo.Float(0.0, 1.0)}
+
+
+def _reports(curves: dict[int, list[float]]) -> dict[int, list[Report]]:
+    return {t: [Report(float(i + 1), v) for i, v in enumerate(c)] for t, c in curves.items()}
+
+
+def test_asha_rungs_grow_by_the_reduction_factor_below_the_max_step() -> None:
+    assert ASHA(1.0, 3).rungs(100.0) == [1.0, 3.0, 9.0, 27.0, 81.0]
+    assert ASHA(2.0, 2, max_step=16.0).rungs(100.0) == [2.0, 4.0, 8.0]
+    assert ASHA(1.0, 3).rungs(0.5) == []
+
+
+def test_asha_keeps_the_top_third_at_each_rung_and_judges_a_rung_once() -> None:
+    rule = ASHA(1.0, 3)
+    # at rung 1, trials 1..5 reached it with these losses; the sixth arrives with 0.45
+    curves = {1: [0.1], 2: [0.2], 3: [0.3], 4: [0.4], 5: [0.5], 6: [0.45]}
+    decision = rule.decide(6, _reports(curves), sign=-1.0)
+    assert decision.stop and "rung 1, ranked 5 of 6 there, the best 2 go on" in str(decision.reason)
+    curves[6] = [0.15]  # second of six: within the best 6 // 3 = 2
+    assert not rule.decide(6, _reports(curves), sign=-1.0).stop
+    curves[6] = [0.15, 0.9]  # step 2 is no rung: no new judgement, however bad
+    assert not rule.decide(6, _reports(curves), sign=-1.0).stop
+    # maximising: the same values rank the other way round
+    curves[6] = [0.45]
+    assert not rule.decide(6, _reports(curves), sign=1.0).stop
+
+
+def test_asha_ranks_a_trial_against_the_values_others_had_on_reaching_the_rung() -> None:
+    rule = ASHA(1.0, 2)
+    # trial 1 went on and improved later; at rung 1 it had 0.8, which is what counts
+    reports = {
+        1: [Report(1.0, 0.8), Report(2.0, 0.1)],
+        2: [Report(1.0, 0.5)],
+    }
+    assert not rule.decide(2, reports, sign=-1.0).stop  # 0.5 beats 0.8 at rung 1
+    # a report that jumps over several rungs is judged at each of them
+    reports[3] = [Report(5.0, 0.95)]
+    assert rule.decide(3, reports, sign=-1.0).stop
+
+
+def test_the_median_rule_waits_for_enough_trials_and_the_warmup() -> None:
+    rule = MedianRule(warmup_steps=2.0, min_trials=3)
+    others = {1: [0.5, 0.4, 0.3], 2: [0.6, 0.5, 0.4], 3: [0.7, 0.6, 0.5]}
+    bad = {**others, 9: [0.9, 0.8]}
+    assert rule.decide(9, _reports(bad), sign=-1.0).stop  # 0.8 is worse than the median 0.5
+    assert not rule.decide(9, _reports({**others, 9: [0.9]}), sign=-1.0).stop  # warm-up
+    assert not rule.decide(9, _reports({1: others[1], 2: others[2], 9: [0.9, 0.8]}), -1.0).stop
+    good = {**others, 9: [0.9, 0.45]}  # better than the median of the others' best to step 2
+    assert not rule.decide(9, _reports(good), sign=-1.0).stop
+    assert "median 0.5 of 3 trials" in str(rule.decide(9, _reports(bad), sign=-1.0).reason)
+
+
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [
+        ("hyperband", "stopping.rule"),
+        ({"rule": "asha", "eta": 3}, "stopping.eta"),
+        ({"rule": "asha", "reduction_factor": 1}, "stopping.reduction_factor"),
+        ({"rule": "asha", "reduction_factor": 2.5}, "stopping.reduction_factor"),
+        ({"rule": "asha", "min_step": 0}, "stopping.min_step"),
+        ({"rule": "asha", "min_step": math.nan}, "stopping.min_step"),
+        ({"rule": "asha", "min_step": 4, "max_step": 2}, "stopping.max_step"),
+        ({"rule": "median", "min_trials": 0}, "stopping.min_trials"),
+        ({"rule": "median", "warmup_steps": -1}, "stopping.warmup_steps"),
+        (3, "stopping"),
+    ],
+)
+def test_a_bad_stopping_option_names_its_field(option: object, field: str) -> None:
+    with pytest.raises(AboError) as info:
+        abo.create_study(SPACE, stopping=option)
+    assert info.value.field == field
+
+
+def test_stopping_options_are_stored_in_full_and_none_is_no_rule() -> None:
+    assert parse_stopping(None) is None and parse_stopping("none") is None
+    assert parse_stopping({"rule": "none"}) is None
+    assert parse_stopping("asha") == {
+        "rule": "asha", "min_step": 1.0, "reduction_factor": 3, "max_step": None,
+    }  # fmt: skip
+    assert parse_stopping({"rule": "median", "min_trials": 2}) == {
+        "rule": "median", "warmup_steps": 0.0, "min_trials": 2,
+    }  # fmt: skip
+    assert make_rule(parse_stopping("median")) == MedianRule()
+    study = abo.create_study(SPACE, stopping={"rule": "asha", "reduction_factor": 4})
+    assert study.spec.stopping == {
+        "rule": "asha", "min_step": 1.0, "reduction_factor": 4, "max_step": None,
+    }  # fmt: skip
+    assert abo.create_study(SPACE).spec.stopping is None
+
+
+def test_a_stopping_rule_needs_a_study_of_one_objective() -> None:
+    with pytest.raises(AboError, match="needs a study of one objective") as info:
+        abo.create_study(SPACE, outcomes={"a": "minimize", "b": "minimize"}, stopping="asha")
+    assert info.value.field == "stopping"
+    two = abo.create_study(SPACE, outcomes={"a": "minimize", "b": "minimize"}, strategy="random")
+    trial = two.ask()
+    with pytest.raises(AboError, match="report: intermediate values are of a study's one"):
+        two.report(trial.id, 1, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("step", "value", "field"),
+    [(1, math.nan, "value"), (1, math.inf, "value"), (1, "0.5", "value"),
+     (math.nan, 0.5, "step"), (-1, 0.5, "step"), (True, 0.5, "step")],
+)  # fmt: skip
+def test_non_finite_or_negative_reports_are_refused_and_store_nothing(
+    step: object, value: object, field: str
+) -> None:
+    study = abo.create_study(SPACE, strategy="random", seed=1)
+    trial = study.ask()
+    with pytest.raises(InvalidValueError) as info:
+        study.report(trial.id, step, value)
+    assert info.value.field == field
+    assert study.reports() == {} and study.trial(trial.id).state is TrialState.RUNNING
+
+
+def test_reports_on_unknown_or_finished_trials_are_refused(tmp_path) -> None:
+    study = abo.create_study(SPACE, storage=f"sqlite:///{tmp_path / 'r.db'}", strategy="random")
+    trial = study.ask()
+    study.tell(trial.id, 0.3)
+    with pytest.raises(TrialStateError, match="already done"):
+        study.report(trial.id, 1, 0.3)
+    with pytest.raises(abo.TrialNotFoundError):
+        study.report(99, 1, 0.3)
+    with pytest.raises(AboError, match="trial_id: expected an integer"):
+        study.report("1", 1, 0.3)
+    assert study.reports() == {}
+
+
+def test_a_stopped_trial_is_modelled_at_its_last_value_but_is_never_the_best() -> None:
+    study = abo.create_study(SPACE, strategy="qlognei", seed=2, n_initial=3, stopping="asha")
+    first, second, third = study.ask_batch(3)
+    assert not study.report(first.id, 1, 0.1)
+    study.tell(first.id, 0.2)  # a full run that ended worse than where it was at step 1
+    assert study.report(second.id, 1, 0.05) is False  # better than the first at rung 1
+    assert study.report(third.id, 1, 0.9) is True  # stopped: worse than both there
+    stopped = study.trial(third.id)
+    assert stopped.state is TrialState.STOPPED and stopped.value == 0.9
+    assert "stopped by asha at step 1" in str(stopped.reason)
+    study.tell(second.id, 0.01)
+    assert study.best is not None and study.best.id == second.id
+    proposal = study.ask().proposal
+    assert proposal is not None and proposal.strategy == "qlognei"
+    assert proposal.n_observations == 3  # the two done trials and the stopped one
+    # a stopped trial's parameters are the study's: enqueueing them again is skipped
+    assert study.enqueue(stopped.params) is False
+
+
+def test_without_a_rule_reports_are_kept_and_nothing_stops() -> None:
+    study = abo.create_study(SPACE, strategy="random", seed=3)
+    trials = study.ask_batch(4)
+    for step in (1, 2, 3):
+        for k, t in enumerate(trials):
+            assert study.report(t.id, step, k + 1.0 / step) is False
+    assert {k: len(r) for k, r in study.reports().items()} == {t.id: 3 for t in trials}
+    assert all(t.state is TrialState.RUNNING for t in study.trials)
+    assert list(study.reports(trials[1].id)) == [trials[1].id]
