@@ -12,6 +12,18 @@ objective), or a JSON object of named outcomes (``{"error": 0.12, "latency_ms": 
 study of one objective ``"value"`` names it too) whose other keys are kept as metadata. A
 non-zero exit fails the trial with the tail of stderr.
 
+Intermediate values are report lines on stdout, read as they are printed (flush them)::
+
+    abo:report <step> <value>
+
+for example ``abo:report 3 0.4172`` after the third epoch: exactly that prefix, then two
+finite numbers, nothing else on the line. Each goes to the study like ``trial.report`` and
+is never taken for the result. When the study's stopping rule stops the trial, the command's
+process group gets SIGTERM, and SIGKILL ``stop_grace`` seconds later if it is still there;
+the trial's worker is free at once (the process ends in the background) and everything it
+printed stays in ``stdout.txt``. A line that starts with ``abo:report`` but is not such a
+line, or a report the study refuses (a step that goes backwards), fails the trial.
+
 Example:
     >>> cmd = Command("python -c 'print({x} ** 2)'", workdir="/tmp/abo-doc")
     >>> cmd({"x": 3.0})["value"]
@@ -23,9 +35,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shlex
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -35,6 +49,8 @@ from typing import Any
 from abo.exceptions import AboError, TrialFailure
 
 STDERR_TAIL = 2000
+REPORT_PREFIX = b"abo:report"
+_REPORT = re.compile(rb"^abo:report[ \t]+(\S+)[ \t]+(\S+)[ \t]*\r?$")
 
 
 def _failure(reason: str, files: Mapping[str, Any]) -> TrialFailure:
@@ -42,6 +58,79 @@ def _failure(reason: str, files: Mapping[str, Any]) -> TrialFailure:
     exc = TrialFailure(reason)
     exc.metadata = dict(files)  # type: ignore[attr-defined]
     return exc
+
+
+def parse_report(line: bytes) -> tuple[float, float]:
+    """``(step, value)`` of a report line (``abo:report <step> <value>``); ``ValueError``
+    saying what is wrong otherwise."""
+    match = _REPORT.match(line.rstrip(b"\n"))
+    shown = line.decode(errors="replace").strip()[:200]
+    if match is None:
+        raise ValueError(f"malformed report {shown!r}: expected 'abo:report <step> <value>'")
+    try:
+        step, value = float(match[1]), float(match[2])
+    except ValueError:
+        raise ValueError(f"malformed report {shown!r}: step and value must be numbers") from None
+    if not (math.isfinite(step) and math.isfinite(value)) or step < 0:
+        raise ValueError(f"report {shown!r}: step and value must be finite, the step >= 0")
+    return step, value
+
+
+def _end(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM to the process group, SIGKILL after ``grace`` seconds if it is still there."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+class _Pump:
+    """Copies the command's stdout to its file line by line, sending report lines to the
+    trial as they come; on a stop (or a bad report) it ends the process in the background."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], out: Any, trial: Any, grace: float) -> None:
+        self.proc, self.out, self.trial, self.grace = proc, out, trial, grace
+        self.stopped = threading.Event()  # the study stopped the trial
+        self.problem: str | None = None  # a report line or report that fails the trial
+        self.ended = threading.Event()  # stdout reached its end
+        self.reporting = hasattr(trial, "report")
+        self.thread = threading.Thread(target=self._run, name="abo-command-stdout", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        assert self.proc.stdout is not None
+        number = 0
+        try:
+            for line in self.proc.stdout:
+                number += 1
+                self.out.write(line)
+                self.out.flush()
+                if not line.startswith(REPORT_PREFIX) or self.stopped.is_set() or self.problem:
+                    continue
+                try:
+                    step, value = parse_report(line)
+                    stop = self.trial.report(step, value) if self.reporting else False
+                except (ValueError, AboError) as exc:
+                    self.problem = f"stdout line {number}: {exc}"
+                    self._finish()
+                    continue
+                if stop:
+                    self.stopped.set()
+                    self._finish()
+        finally:
+            self.out.close()
+            self.ended.set()
+
+    def _finish(self) -> None:
+        threading.Thread(target=_end, args=(self.proc, self.grace), daemon=True).start()
 
 
 def _tail(path: Path, n: int = STDERR_TAIL) -> str:
@@ -84,6 +173,7 @@ class Command:
         timeout: seconds before the command (and its process group) is killed; the trial
             then fails with reason ``timeout``.
         env: extra environment variables.
+        stop_grace: seconds between SIGTERM and SIGKILL when the study stops the trial.
     """
 
     accepts_trial = True
@@ -95,6 +185,7 @@ class Command:
         result_file: str | None = None,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        stop_grace: float = 10.0,
     ) -> None:
         if not isinstance(template, str) or not template.strip():
             raise AboError("command: expected a non-empty command template")
@@ -109,6 +200,9 @@ class Command:
             raise AboError(f"timeout: expected a positive number of seconds, got {timeout!r}")
         self.timeout = timeout
         self.env = dict(env or {})
+        if not (isinstance(stop_grace, int | float) and 0 <= stop_grace < math.inf):
+            raise AboError(f"stop_grace: expected seconds (>= 0), got {stop_grace!r}")
+        self.stop_grace = float(stop_grace)
 
     def __repr__(self) -> str:
         return f"Command({self.template!r})"
@@ -122,13 +216,14 @@ class Command:
         except (IndexError, ValueError) as exc:
             raise AboError(f"command: bad placeholder in {self.template!r}: {exc}") from None
 
-    def __call__(
-        self, params: Mapping[str, Any], trial: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
-        trial = dict(trial or {})
+    def __call__(self, params: Mapping[str, Any], trial: Any = None) -> dict[str, Any]:
+        """Run the command for ``params``; ``trial`` is the loop's ``TrialHandle`` (its reports
+        reach the study) or a dict of ``study``, ``id``, ``attempt``."""
+        trial = trial if trial is not None else {}
+        trial_id = trial.get("id")
         name = (
-            f"trial-{trial['id']}-{trial.get('attempt', 0)}"
-            if "id" in trial
+            f"trial-{trial_id}-{trial.get('attempt', 0)}"
+            if trial_id
             else f"run-{uuid.uuid4().hex[:8]}"
         )
         folder = self.workdir / str(trial.get("study", "study")) / name
@@ -139,21 +234,30 @@ class Command:
             **os.environ,
             **self.env,
             "ABO_PARAMS": json.dumps(dict(params)),
-            "ABO_TRIAL_ID": str(trial.get("id", "")),
+            "ABO_TRIAL_ID": str(trial_id or ""),
             "ABO_WORKDIR": str(folder),
         }
         argv = self.render(params)
         files = {"workdir": str(folder), "stdout": str(stdout_path), "stderr": str(stderr_path)}
         start = time.time()
-        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        out = stdout_path.open("wb")
+        with stderr_path.open("wb") as err:
             try:
                 proc = subprocess.Popen(
-                    argv, cwd=folder, env=env, stdout=out, stderr=err, start_new_session=True
+                    argv,
+                    cwd=folder,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    start_new_session=True,
                 )
             except OSError as exc:
+                out.close()
                 raise _failure(f"command: cannot start {argv[0]!r}: {exc}", files) from None
+            pump = _Pump(proc, out, trial, self.stop_grace)
+            deadline = None if self.timeout is None else start + self.timeout
             try:
-                code = proc.wait(timeout=self.timeout)
+                code = self._wait(proc, pump, deadline)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -162,6 +266,11 @@ class Command:
                 os.killpg(proc.pid, signal.SIGKILL)  # the worker is going away: no orphans
                 proc.wait()
                 raise
+        if pump.stopped.is_set():  # the process ends in the background; the worker is free
+            return {**files, "stopped": True, "seconds": time.time() - start}
+        pump.ended.wait(timeout=5.0)  # the last lines (a child may hold the pipe open)
+        if pump.problem is not None:
+            raise _failure(pump.problem, files)
         if code != 0:
             tail = _tail(stderr_path)
             raise _failure(f"exit code {code}: {tail}" if tail else f"exit code {code}", files)
@@ -173,7 +282,11 @@ class Command:
                 result = _parse_value(path.read_text(), self.result_file)
             else:
                 text = stdout_path.read_text(errors="replace")
-                lines = [ln for ln in text.splitlines() if ln.strip()]
+                lines = [
+                    ln
+                    for ln in text.splitlines()
+                    if ln.strip() and not ln.startswith(REPORT_PREFIX.decode())
+                ]
                 if not lines:
                     raise TrialFailure("stdout: the command printed nothing (expected a value)")
                 result = _parse_value(lines[-1], "stdout")
@@ -181,3 +294,21 @@ class Command:
             raise _failure(exc.reason, files) from None
         result.update(files, seconds=time.time() - start)
         return result
+
+    @staticmethod
+    def _wait(proc: subprocess.Popen[bytes], pump: _Pump, deadline: float | None) -> int | None:
+        """The exit code, or ``None`` as soon as the study stopped the trial or a report
+        failed it (the process is being ended in the background then)."""
+        while True:
+            if pump.stopped.is_set():
+                return None
+            if pump.problem is not None:
+                proc.wait()
+                return proc.returncode
+            wait = 0.05 if deadline is None else min(0.05, deadline - time.time())
+            if wait <= 0:
+                raise subprocess.TimeoutExpired(proc.args, 0)
+            try:
+                return proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue

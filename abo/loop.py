@@ -68,6 +68,7 @@ from abo.exceptions import (
 )
 from abo.executors.base import Executor, Future, LostEvaluation
 from abo.outcomes import check_values, split_result
+from abo.reporting import Sender, TrialHandle, answer, takes_trial
 from abo.trial import BOOKKEEPING, Trial, TrialState
 
 if TYPE_CHECKING:
@@ -77,25 +78,43 @@ log = logging.getLogger("abo")
 
 
 def evaluate(
-    objective: Callable[..., Any], params: dict[str, Any], trial: dict[str, Any] | None = None
+    objective: Callable[..., Any],
+    params: dict[str, Any],
+    trial: dict[str, Any] | None = None,
+    send: Sender | None = None,
 ) -> dict[str, Any]:
     """Run the objective on a worker and report what happened (never raises for the objective).
 
-    Objectives with ``accepts_trial = True`` (such as ``abo.Command``) also get
-    ``trial={"study", "id", "attempt"}``. Returns a dict with ``status`` (``ok``, ``failed`` or
-    ``lost``), ``value`` / ``user`` or ``reason`` / ``traceback``, and the worker-side
-    ``started`` / ``finished`` times and ``worker``.
+    Objectives that take a second argument (``def objective(params, trial)``, or
+    ``accepts_trial = True`` such as ``abo.Command``) get a ``TrialHandle`` for
+    ``trial={"study", "id", "attempt"}`` whose reports go through ``send``. Returns a dict with
+    ``status`` (``ok``, ``failed``, ``lost``, or ``stopped`` when the study stopped the trial),
+    ``value`` / ``user`` or ``reason`` / ``traceback``, and the worker-side ``started`` /
+    ``finished`` times and ``worker``.
     """
     started = time.time()
     report: dict[str, Any] = {"worker": f"{socket.gethostname()}:{os.getpid()}", "started": started}
+    context = dict(trial or {})
+    bind = getattr(send, "bind", None)
+    if bind is not None:
+        send = bind()  # in the task's thread, where the executor finds its connection
+    handle = TrialHandle(
+        str(context.get("study", "")),
+        int(context.get("id", 0)),
+        int(context.get("attempt", 0)),
+        params,
+        send,
+    )
     try:
         if getattr(objective, "accepts_trial", False):
-            out = objective(dict(params), trial=dict(trial or {}))
+            out = objective(dict(params), trial=handle)
+        elif takes_trial(objective):
+            out = objective(dict(params), handle)
         else:
             out = objective(dict(params))
         if isinstance(out, Mapping):
             out = {str(k): v for k, v in out.items()}  # outcomes and metadata, split by the driver
-        report.update(status="ok", value=out)
+        report.update(status="stopped" if handle.should_stop else "ok", value=out)
     except TrialFailure as exc:
         report.update(
             status="lost" if exc.retryable else "failed",
@@ -108,6 +127,8 @@ def evaluate(
             reason=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(limit=20)[-8000:],
         )
+    if handle.should_stop and report["status"] != "lost":
+        report["status"] = "stopped"  # however the run ended after the study stopped it
     report["finished"] = time.time()
     return report
 
@@ -119,6 +140,7 @@ class OptimizeResult:
     n_done: int = 0
     n_failed: int = 0
     n_lost: int = 0
+    n_stopped: int = 0  # ended early by the study's stopping rule
     best: Trial | None = None
     elapsed: float = 0.0
     busy_seconds: float = 0.0
@@ -143,8 +165,9 @@ class OptimizeResult:
         )
         best = f"best {best}" if self.front is None else f"Pareto front of {len(self.front)}"
         stopped = f" (stopped: {self.stopped})" if self.stopped else ""
+        stopped_early = f"{self.n_stopped} stopped, " if self.n_stopped else ""
         return (
-            f"{self.n_done} done, {self.n_failed} failed, {self.n_lost} lost in "
+            f"{self.n_done} done, {stopped_early}{self.n_failed} failed, {self.n_lost} lost in "
             f"{self.elapsed:.1f} s on {self.n_workers} workers; utilization "
             f"{self.utilization:.2f}; {best}{stopped}"
         )
@@ -454,6 +477,12 @@ def _record(study: Study, trial: Trial, report: dict[str, Any], result: Optimize
                 reason = f"invalid value: {exc}"
                 return study.fail(trial.id, reason=reason, metadata=user, info=info)
             return study.tell(trial.id, values, user, info=info)
+        if status == "stopped":
+            # the study stopped it at a report: what the run returned is bookkeeping only
+            user = report.get("user") or None
+            if isinstance(report.get("value"), Mapping):
+                user = split_result(report["value"], study.outcomes)[1] or user
+            return study.fail(trial.id, reason="stopped", metadata=user, info=info)
         if status == "lost":
             return study.lose(trial.id, report.get("reason", "lost"))
         if report.get("traceback"):
@@ -526,13 +555,18 @@ def run(
     if reclaimed:
         log.warning("marked %d trials of a dead driver lost", len(reclaimed))
     asker: _Asker | None = None
+    # the objective's reports reach the study through the executor's channel, if it has one
+    open_reports = getattr(executor, "open_reports", None)
+    send: Sender | None = None
+    if open_reports is not None and takes_trial(objective):
+        send = open_reports(lambda request: answer(study, request))
 
     submit_seconds = [0.0]  # the latest submission's driver time (for the automatic size)
 
     def launch(trials: list[Trial]) -> None:
         for trial in trials:
             t0 = time.perf_counter()
-            future = _submit(executor, study, objective, trial)
+            future = _submit(executor, study, objective, trial, send)
             submit_seconds[0] = time.perf_counter() - t0
             inflight[future] = (trial, None)
             result.trial_ids.append(trial.id)
@@ -635,6 +669,9 @@ def run(
                 result.n_lost += stored.state is TrialState.LOST
             except AboError:
                 pass
+        close_reports = getattr(executor, "close_reports", None)
+        if send is not None and close_reports is not None:
+            close_reports()
         if own:
             executor.close()
     result.stopped = stop.reason
@@ -664,7 +701,11 @@ def _start_clocks(
 
 
 def _submit(
-    executor: Executor, study: Study, objective: Callable[..., Any], trial: Trial
+    executor: Executor,
+    study: Study,
+    objective: Callable[..., Any],
+    trial: Trial,
+    send: Sender | None = None,
 ) -> Future:
     """Submit one evaluation under its own key (two equal parameter sets are two runs).
 
@@ -674,7 +715,7 @@ def _submit(
     """
     key = f"abo-{study.name}-{trial.id}-{trial.attempt}-{uuid.uuid4().hex[:12]}"
     context = {"study": study.name, "id": trial.id, "attempt": trial.attempt}
-    return executor.submit(evaluate, objective, trial.params, context, key=key)
+    return executor.submit(evaluate, objective, trial.params, context, send, key=key)
 
 
 def _outcome(executor: Executor, future: Future, trial: Trial) -> dict[str, Any]:
@@ -695,6 +736,8 @@ def _count(study: Study, stored: Trial, result: OptimizeResult, callback: Callab
         result.n_done += 1
     elif stored.state is TrialState.FAILED:
         result.n_failed += 1
+    elif stored.state is TrialState.STOPPED:
+        result.n_stopped += 1
     elif stored.state is TrialState.LOST:
         result.n_lost += 1
         retries = int(getattr(study.config, "max_retries", 0))

@@ -157,3 +157,73 @@ def test_a_simulation_with_a_constraint_and_a_crash_region_through_the_default_s
     assert modelled, [t.proposal for t in trials]
     assert any(k.startswith("failure:") for k in modelled[-1].hypers)
     assert any(k.startswith("constraint.stress:") for k in modelled[-1].hypers)
+
+
+# -- report lines --------------------------------------------------------------------------
+CURVE = (
+    "import json, os, signal, sys, time\n"
+    "x = json.load(open('params.json'))['x']\n"
+    "def bye(*_):\n"
+    "    print('SIGTERM: saving a checkpoint', flush=True)\n"
+    "    time.sleep(1.0)\n"
+    "    open('ended', 'w').write(repr(time.time()))\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, bye)\n"
+    "for step in range(1, 21):\n"
+    "    time.sleep(0.02)\n"
+    "    print(f'epoch {step} done')\n"
+    "    print(f'abo:report {step} {x + 1 / step}', flush=True)\n"
+    "print(x + 0.05)\n"
+)
+
+
+def test_report_lines_are_not_the_result_and_a_malformed_one_fails(tmp_path: Path) -> None:
+    cmd = Command(_script(tmp_path, CURVE), workdir=tmp_path)
+    out = cmd({"x": 0.5})  # no study: report lines are checked, and never the result
+    assert out["value"] == pytest.approx(0.55)
+    assert Path(out["stdout"]).read_text().count("abo:report") == 20
+    bad = _script(tmp_path, "print('abo:report 1 nan', flush=True)\nprint(0.5)")
+    with pytest.raises(TrialFailure, match="stdout line 1: report 'abo:report 1 nan'"):
+        Command(bad, workdir=tmp_path)({})
+    worse = _script(tmp_path, "print('abo:report one 0.5', flush=True)\nprint(0.5)")
+    with pytest.raises(TrialFailure, match="malformed report .* step and value must be numbers"):
+        Command(worse, workdir=tmp_path)({})
+    extra = _script(tmp_path, "print('abo:report 1 0.5 epochs', flush=True)\nprint(0.5)")
+    with pytest.raises(TrialFailure, match="expected 'abo:report <step> <value>'"):
+        Command(extra, workdir=tmp_path)({})
+
+
+def test_a_stopped_command_frees_its_worker_before_its_process_is_gone(tmp_path: Path) -> None:
+    """One Dask worker process: the second trial is stopped at its first report; the third
+    starts on that worker while the second's process still saves its checkpoint after
+    SIGTERM, and that process's output is kept."""
+    import abo
+    from abo.executors import DaskExecutor
+
+    study = abo.create_study(
+        abo.Space({"x": abo.Float(0.0, 1.0)}),
+        strategy="random",
+        seed=0,
+        stopping={"rule": "asha", "min_step": 1, "reduction_factor": 2},
+    )
+    for x in (0.1, 0.9, 0.5):
+        study.enqueue({"x": x})
+    cmd = Command(_script(tmp_path, CURVE), workdir=tmp_path / "runs", stop_grace=5.0)
+    with DaskExecutor(n_workers=1) as executor:
+        result = study.optimize(cmd, n_trials=3, executor=executor, lookahead=0)
+    first, second, third = study.trials
+    assert (result.n_done, result.n_stopped) == (1, 2)
+    assert first.state is abo.TrialState.DONE and first.value == pytest.approx(0.15)
+    assert second.state is abo.TrialState.STOPPED and second.value == pytest.approx(1.9)
+    assert "rung 1, ranked 2 of 2" in str(second.reason)
+    assert [r.step for r in study.reports(second.id)[second.id]] == [1.0]
+    assert len(study.reports(first.id)[first.id]) == 20
+    folder = Path(second.user["workdir"])
+    deadline = time.time() + 10
+    while not (folder / "ended").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    ended = float((folder / "ended").read_text())
+    assert third.info["worker"] == second.info["worker"]  # the one worker, freed at once
+    assert third.info["started"] < ended  # before the stopped process was gone
+    printed = (folder / "stdout.txt").read_text()
+    assert "abo:report 1 1.9" in printed and "SIGTERM: saving a checkpoint" in printed

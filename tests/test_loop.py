@@ -375,3 +375,39 @@ def test_lookahead_zero_reproduces_a_run_exactly() -> None:
     first = _sequence(0)
     assert _sequence(0) == first
     assert len(first) == 7 and len({p["x"] for p in first}) == 7
+
+
+def test_an_objective_with_a_trial_argument_reports_and_stops_on_threads() -> None:
+    seen: list[abo.TrialHandle] = []
+
+    def objective(p: dict, trial: abo.TrialHandle) -> float:
+        seen.append(trial)
+        for step in (1, 3, 9, 27):
+            if trial.report(step, p["x"] + 1.0 / step):
+                return -1.0  # what a stopped run returns is not its value
+        return p["x"]
+
+    study = _study(stopping="asha")
+    with ThreadExecutor(2) as ex:
+        result = study.optimize(objective, n_trials=10, executor=ex)
+    assert result.n_done + result.n_stopped == 10 and result.n_stopped > 0
+    assert "stopped, " in result.summary()
+    for t in study.trials:
+        reports = study.reports(t.id)[t.id]
+        assert (
+            t.value == reports[-1].value
+            if t.state is TrialState.STOPPED
+            else t.value == t.params["x"]
+        )
+        assert t.info["eval_seconds"] >= 0  # the stopped ones too keep their bookkeeping
+    assert sorted(h.id for h in seen) == [t.id for t in study.trials]
+    assert all(h.should_stop == (study.trial(h.id).state is TrialState.STOPPED) for h in seen)
+
+
+def test_a_trial_handle_without_a_channel_says_so() -> None:
+    handle = abo.TrialHandle("s", 1)
+    with pytest.raises(abo.AboError, match="report: this trial has no channel"):
+        handle.report(1, 0.5)
+    with pytest.raises(abo.InvalidValueError, match="value: must be finite"):
+        handle.report(1, math.nan)
+    assert handle["id"] == 1 and handle.get("attempt") == 0 and handle.get("other") is None

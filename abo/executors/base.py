@@ -4,12 +4,20 @@ Executors speak futures: ``submit`` returns a future with ``done()``, ``result()
 ``cancel()``; ``wait`` returns the futures that finished, at the first completion or after a
 timeout. Foreign errors (a dead worker, a cancelled job) are translated here, once, into
 ``LostEvaluation`` so the loop never needs to know which backend ran the trial.
+
+An executor may also carry an objective's intermediate values back to the driver:
+``open_reports(answer)`` returns a ``Sender`` (picklable where evaluations run in other
+processes) that calls ``answer(request)`` in the driver's process and returns its reply;
+``close_reports()`` releases it. An executor without them runs objectives that report, but
+their ``trial.report`` says it has no channel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from typing import Any, Protocol, runtime_checkable
+
+Sender = Callable[[dict[str, Any]], dict[str, Any]]  # a report request in, the answer out
 
 
 class LostEvaluation(Exception):

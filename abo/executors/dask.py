@@ -19,6 +19,9 @@ import ast
 import logging
 import os
 import sys
+import threading
+import time
+import uuid
 from collections.abc import Callable, Collection
 from concurrent.futures import CancelledError
 from typing import Any
@@ -28,8 +31,10 @@ from distributed import Client, LocalCluster, wait
 from distributed.client import FutureCancelledError
 from distributed.scheduler import KilledWorker
 
-from abo.exceptions import AboError
+from abo.exceptions import AboError, TrialFailure
 from abo.executors.base import Future, LostEvaluation
+
+log = logging.getLogger("abo")
 
 ABO_DASK_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,
@@ -104,6 +109,97 @@ def check_spawn_safe() -> None:
         )
 
 
+REPORT_TIMEOUT = 300.0  # seconds a worker waits for the driver to answer a report
+
+
+class DaskSender:
+    """The worker's end of the report channel: a request on the driver's Dask queue, the
+    answer on a queue of the request's own (so answers never cross), both through the
+    scheduler the worker already talks to: no port of its own, on a laptop or a cluster."""
+
+    def __init__(self, name: str, client: Any = None) -> None:
+        self.name = name
+        self._client = client
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.name,)
+
+    def bind(self) -> DaskSender:
+        """This sender with the worker's client, taken in the task's own thread (Dask finds
+        it only there), so that threads the objective starts (``Command``'s) can report."""
+        from distributed import get_client
+
+        return DaskSender(self.name, get_client())
+
+    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        from distributed import Queue
+
+        reply = Queue(f"{self.name}-{uuid.uuid4().hex}", client=self._client)
+        requests = Queue(self.name, client=self._client)
+        try:
+            requests.put({**request, "reply": reply.name})
+            try:
+                return dict(reply.get(timeout=REPORT_TIMEOUT))
+            except TimeoutError:
+                raise TrialFailure(
+                    f"report: the driver did not answer within {REPORT_TIMEOUT:.0f} s",
+                    retryable=True,
+                ) from None
+        finally:
+            requests.close()
+            reply.close()
+
+
+class _ReportServer:
+    """The driver's end: a thread that answers the reports on the queue, one at a time."""
+
+    def __init__(self, client: Client, answer: Callable[[dict[str, Any]], dict[str, Any]]):
+        from distributed import Queue
+
+        self.client, self.answer = client, answer
+        self.name = f"abo-reports-{uuid.uuid4().hex}"
+        self.queue = Queue(self.name, client=client)
+        self.halted = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="abo-reports", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        from distributed import Queue
+
+        while not self.halted.is_set():
+            try:
+                request = self.queue.get()  # close() wakes it with a request to halt
+            except Exception:  # noqa: BLE001 - the client is closing
+                if self.halted.is_set():
+                    return
+                time.sleep(0.1)
+                continue
+            if request.get("halt"):
+                return
+            try:
+                reply = self.answer(request)
+            except Exception as exc:  # noqa: BLE001 - never leave a worker waiting
+                reply = {"error": f"report: {type(exc).__name__}: {exc}", "type": "AboError"}
+            try:
+                out = Queue(str(request.get("reply")), client=self.client)
+                out.put(reply)
+                out.close()
+            except Exception:  # noqa: BLE001 - the worker gave up on it
+                log.warning("report of trial %s: the answer could not be sent", request.get("id"))
+
+    def close(self) -> None:
+        self.halted.set()
+        try:
+            self.queue.put({"halt": True}, timeout=5)
+        except Exception:  # noqa: BLE001 - the client is gone already: so is the thread's get
+            pass
+        self.thread.join(timeout=5)
+        try:
+            self.queue.close()
+        except Exception:  # noqa: BLE001 - the client is gone already
+            pass
+
+
 def _executing(key: str, dask_worker: Any = None) -> bool:
     """On a worker: is it running ``key`` now (not merely holding it in its queue)?"""
     return any(ts.key == key for ts in dask_worker.state.executing)
@@ -129,6 +225,7 @@ class DaskExecutor:
         if not isinstance(n_workers, int) or n_workers < 1:
             raise ValueError(f"n_workers: expected a positive integer, got {n_workers!r}")
         self._cluster: Any = None
+        self._reports: _ReportServer | None = None
         self._own_client = client is None
         if client is not None:
             self.client = client
@@ -203,7 +300,20 @@ class DaskExecutor:
         except Exception:  # noqa: BLE001 - best effort
             return []
 
+    def open_reports(self, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> DaskSender:
+        """A channel for the objective's reports, answered by ``answer`` in this process."""
+        self.close_reports()
+        self._reports = _ReportServer(self.client, answer)
+        return DaskSender(self._reports.name)
+
+    def close_reports(self) -> None:
+        server = self._reports
+        if server is not None:
+            server.close()
+            self._reports = None
+
     def close(self) -> None:
+        self.close_reports()
         if self._own_client:
             self.client.close()
         if self._cluster is not None:

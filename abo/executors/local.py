@@ -10,7 +10,7 @@ import concurrent.futures as cf
 from collections.abc import Callable, Collection
 from typing import Any
 
-from abo.executors.base import Future, LostEvaluation
+from abo.executors.base import Future, LostEvaluation, Sender
 
 
 class ThreadExecutor:
@@ -48,6 +48,13 @@ class ThreadExecutor:
 
     def withdraw(self, future: Future) -> bool:
         return bool(future.cancel())  # False once a thread has picked it up
+
+    def open_reports(self, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> Sender:
+        """The objective's reports: a direct call (the threads share the driver's process)."""
+        return answer
+
+    def close_reports(self) -> None:
+        """Nothing to release: the channel is a plain call."""
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

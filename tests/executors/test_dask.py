@@ -202,3 +202,43 @@ def test_the_same_script_with_the_main_guard_runs(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "finished 3" in out.stdout
+
+
+def _trainer(params: dict, trial: abo.TrialHandle) -> float:
+    """A training run in a worker process: a loss per epoch, reported; stops when told."""
+    loss = 1.0
+    for epoch in range(1, 10):
+        loss = params["x"] + 1.0 / epoch
+        if trial.report(epoch, loss):
+            return loss
+    return loss
+
+
+def _backwards(params: dict, trial: abo.TrialHandle) -> float:
+    trial.report(2, 0.5)
+    trial.report(1, 0.4)  # refused by the study: the objective fails with its message
+    return 0.0
+
+
+def test_worker_processes_report_through_the_scheduler_and_stopped_runs_end(
+    executor: DaskExecutor, tmp_path: Path
+) -> None:
+    study = abo.create_study(
+        SPACE, storage=f"sqlite:///{tmp_path / 'r.db'}", strategy="random", seed=4,
+        stopping={"rule": "asha", "reduction_factor": 2},
+    )  # fmt: skip
+    result = study.optimize(_trainer, n_trials=8, executor=executor)
+    trials = study.trials
+    stopped = [t for t in trials if t.state is TrialState.STOPPED]
+    done = [t for t in trials if t.state is TrialState.DONE]
+    assert result.n_stopped == len(stopped) > 0 and result.n_done == len(done) > 0
+    reports = study.reports()
+    assert all(len(reports[t.id]) == 9 for t in done)  # ran to the end, every epoch stored
+    for t in stopped:  # ended at the report that stopped it, with that report's value
+        assert reports[t.id][-1].value == t.value and len(reports[t.id]) < 9
+        assert t.info["worker"] != f"{os.uname().nodename}:{os.getpid()}"  # a worker process
+    refused = abo.create_study(SPACE, strategy="random", seed=5)
+    refused.optimize(_backwards, n_trials=2, executor=executor, guard=None)
+    assert all(t.state is TrialState.FAILED for t in refused.trials)
+    assert all("steps must increase, got 1" in str(t.reason) for t in refused.trials)
+    assert all(len(r) == 1 for r in refused.reports().values())

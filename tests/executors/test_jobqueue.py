@@ -182,6 +182,35 @@ def test_twenty_trials_run_in_tagged_slurm_jobs(slurm: str, tmp_path: Path) -> N
     assert _wait_gone(name) == []  # close cancelled every job
 
 
+class Trainer:
+    """Reports a loss per epoch from inside a SLURM job, and stops when the study says so."""
+
+    def __call__(self, params: dict, trial: abo.TrialHandle) -> dict:
+        loss = 0.0
+        for epoch in range(1, 6):
+            loss = params["x"] ** 2 + 1.0 / epoch
+            if trial.report(epoch, loss):
+                break
+        return {"value": loss, "job": os.environ.get("SLURM_JOB_ID", "none")}
+
+
+def test_reports_from_slurm_jobs_reach_the_study_and_stop_trials(
+    slurm: str, tmp_path: Path
+) -> None:
+    study = abo.create_study(
+        SPACE, storage=f"sqlite:///{tmp_path}/abo.db", strategy="random", seed=2,
+        stopping={"rule": "asha", "reduction_factor": 2},
+    )  # fmt: skip
+    with _executor(tmp_path, "reports") as ex:
+        result = study.optimize(Trainer(), n_trials=8, executor=ex)
+    assert result.n_done + result.n_stopped == 8 and result.n_stopped > 0
+    reports = study.reports()
+    for t in study.trials:
+        assert t.user["job"] != "none"  # ran inside a job, reported from there
+        assert reports[t.id][-1].value == pytest.approx(t.value)
+        assert (len(reports[t.id]) == 5) == (t.state is TrialState.DONE)
+
+
 @pytest.mark.slow
 def test_scancel_of_a_worker_job_mid_trial_loses_no_trial(slurm: str, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
