@@ -46,7 +46,7 @@ class Progress:
         self.direction = direction
         self.workers = workers
         self.busy = 0.0
-        self.done = self.failed = self.lost = self.running = 0
+        self.done = self.failed = self.lost = self.running = self.stopped = 0
         self.best: float | None = None
         self.best_id: int | None = None
         self.objectives = tuple(objectives) if direction == "multi" else ()
@@ -85,6 +85,8 @@ class Progress:
                 self.best, self.best_id = value, trial.id  # type: ignore[attr-defined]
         elif state is TrialState.FAILED:
             self.failed += 1
+        elif state is TrialState.STOPPED:
+            self.stopped += 1
         elif state is TrialState.LOST:
             self.lost += 1
         self.running = len(study.pending)  # type: ignore[attr-defined]
@@ -92,8 +94,9 @@ class Progress:
     def __rich__(self) -> Group:
         table = Table.grid(padding=(0, 2))
         table.add_row(
-            Text(f"completed {self.done + self.failed}/{self.total}", style="bold"),
+            Text(f"completed {self.done + self.failed + self.stopped}/{self.total}", style="bold"),
             f"running {self.running}",
+            *([f"stopped {self.stopped}"] if self.stopped else []),
             f"failed {self.failed}",
             f"lost {self.lost}",
             f"elapsed {time.time() - self.start:5.1f} s",
@@ -289,7 +292,7 @@ def run(
             study = abo.create_study(spec.space, name=name, storage=storage, **options)
 
         def finished() -> int:
-            states = (TrialState.DONE, TrialState.FAILED)
+            states = (TrialState.DONE, TrialState.FAILED, TrialState.STOPPED)
             return sum(1 for t in study.trials if t.state in states)
 
         done_before = finished()

@@ -1,11 +1,11 @@
 """Plots of a study: best-so-far convergence (against trials and wall-clock time), the
-per-worker timeline, parallel coordinates of parameters against the value, and the Pareto
-front of a study of several objectives."""
+per-worker timeline, parallel coordinates of parameters against the value, the Pareto
+front of a study of several objectives, and the learning curves of trials that report."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -20,7 +20,7 @@ from matplotlib.backend_bases import RendererBase  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from abo.outcomes import Constraint, Objective, feasible  # noqa: E402
-from abo.trial import Trial, TrialState  # noqa: E402
+from abo.trial import Report, Trial, TrialState  # noqa: E402
 
 
 def best_so_far(
@@ -123,6 +123,7 @@ _COLOURS = {
     TrialState.DONE: "tab:blue",
     TrialState.FAILED: "tab:red",
     TrialState.LOST: "tab:orange",
+    TrialState.STOPPED: "tab:purple",
     TrialState.RUNNING: "tab:gray",
 }
 
@@ -345,6 +346,54 @@ def pareto(
 ) -> Path:
     """Write ``pareto_figure`` as a PNG; return its path."""
     fig = pareto_figure(trials, objectives, title)
+    path = Path(out)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def learning_curves(
+    trials: Sequence[Trial],
+    reports: Mapping[int, Sequence[Report]],
+    direction: str,
+    out: str | Path,
+    title: str = "",
+) -> Path:
+    """Write a PNG of every reported curve (value against step), coloured by the trial's
+    state: done runs end at their last report, stopped ones with a cross where the study
+    stopped them. The y axis is logarithmic when the values are positive and span more than
+    two decades."""
+    by_id = {t.id: t for t in trials}
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    values = [r.value for curve in reports.values() for r in curve]
+    seen: set[TrialState] = set()
+    for trial_id in sorted(reports):
+        trial = by_id.get(trial_id)
+        curve = reports[trial_id]
+        if trial is None or not curve:
+            continue
+        colour = _COLOURS[trial.state]
+        seen.add(trial.state)
+        steps = [r.step for r in curve]
+        ys = [r.value for r in curve]
+        width = 1.4 if trial.state is TrialState.DONE else 0.9
+        ax.plot(steps, ys, color=colour, linewidth=width, alpha=0.8)
+        if trial.state is TrialState.STOPPED:
+            ax.plot(steps[-1:], ys[-1:], marker="x", color=colour, markersize=6)
+    if values and min(values) > 0 and max(values) / min(values) > 100:
+        ax.set_yscale("log")
+    handles = [
+        matplotlib.patches.Patch(color=c, label=s.value) for s, c in _COLOURS.items() if s in seen
+    ]
+    if handles:
+        ax.legend(handles=handles, loc="upper right", fontsize=8)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"reported value ({'lower' if direction == 'minimize' else 'higher'} is better)")
+    ax.grid(alpha=0.3)
+    n_stopped = sum(1 for i in reports if i in by_id and by_id[i].state is TrialState.STOPPED)
+    suffix = f" — {len(reports)} trials, {n_stopped} stopped" if reports else " — no reports"
+    ax.set_title((title or "learning curves") + suffix)
+    fig.tight_layout()
     path = Path(out)
     fig.savefig(path, dpi=100)
     plt.close(fig)

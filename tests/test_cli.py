@@ -288,3 +288,44 @@ def test_the_live_panel_of_several_objectives_counts_the_front_so_far() -> None:
     console = Console(width=100, record=True)
     console.print(progress)
     assert "Pareto front 2 trials" in console.export_text()
+
+
+def test_a_study_file_with_a_stopping_rule_stops_commands_that_report(tmp_path: Path) -> None:
+    """`stopping` under [study], report lines from a Command, then `abo trials` and the plot."""
+    (tmp_path / "train.py").write_text(
+        "import json, sys\n"
+        "x = json.load(open('params.json'))['x']\n"
+        "for step in range(1, 10):\n"
+        "    print(f'abo:report {step} {x + 1 / step}', flush=True)\n"
+        "print(x + 0.1)\n"
+    )
+    toml = tmp_path / "study.toml"
+    toml.write_text(
+        '[study]\nname = "es"\nstorage = "sqlite:///es.db"\nstrategy = "random"\nseed = 1\n'
+        "n_trials = 8\n"
+        '[study.stopping]\nrule = "asha"\nreduction_factor = 2\n'
+        '[space]\nx = {type = "float", low = 0, high = 1}\n'
+        '[objective]\ncommand = "{python} {here}/train.py"\nworkdir = "runs"\n'
+        '[executor]\nkind = "local"\nn_workers = 2\n'
+    )
+    out = _abo("run", str(toml), "--quiet", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    study = abo.load_study("es", storage=f"sqlite:///{tmp_path / 'es.db'}")
+    assert study.spec.stopping == {
+        "rule": "asha", "min_step": 1.0, "reduction_factor": 2, "max_step": None,
+    }  # fmt: skip
+    states = [t.state.value for t in study.trials]
+    assert len(states) == 8 and "stopped" in states and "done" in states, states
+    listed = _abo("trials", str(toml), "--format", "json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    for row in rows:
+        steps = [r["step"] for r in row["reports"]]
+        assert steps == list(range(1, len(steps) + 1)) and steps
+        assert (row["state"] == "done") == (len(steps) == 9)
+    table = _abo("trials", str(toml), "--format", "csv", cwd=tmp_path)
+    assert table.stdout.splitlines()[0].startswith("id,state,value,step,duration")
+    png = tmp_path / "curves.png"
+    plotted = _abo("plot", str(toml), "--kind", "curves", "--out", str(png), cwd=tmp_path)
+    assert plotted.returncode == 0, plotted.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

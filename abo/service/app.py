@@ -337,6 +337,38 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
             state.call(name, created, lambda st: st.lose(trial_id, body.reason), retry=False)
         )
 
+    @r.post("/studies/{name}/trials/{trial_id}/report", response_model=s.ReportOut, tags=["trials"])
+    def report(
+        name: StudyName, trial_id: TrialId, body: s.ReportRequest, created: Created = None
+    ) -> s.ReportOut:
+        """Record a running trial's intermediate value; ``stop`` says the study's stopping
+        rule ended the trial (it is ``stopped`` now: end its run). Committed before the
+        answer; a step that goes backwards is 422, a finished trial 409."""
+
+        def store(st: Any) -> tuple[bool, Trial]:
+            stop = st.report(trial_id, body.step, body.value)
+            return stop, st.trial(trial_id)
+
+        stop, trial = state.call(name, created, store, retry=False)
+        return s.ReportOut(stop=stop, trial=trial_out(trial))
+
+    @r.get("/studies/{name}/reports", response_model=s.ReportsOut, tags=["trials"])
+    def reports(
+        name: StudyName,
+        trial_id: Annotated[
+            int | None, Query(ge=1, le=s.MAX_TRIAL_ID, description="Only this trial's.")
+        ] = None,
+        created: Created = None,
+    ) -> s.ReportsOut:
+        """Every trial's intermediate values (or one trial's), by trial id and step."""
+        found = state.call(name, created, lambda st: st.reports(trial_id), retry=True)
+        items = [
+            s.ReportItem(trial_id=i, step=r.step, value=r.value, at=r.at)
+            for i in sorted(found)
+            for r in found[i]
+        ]
+        return s.ReportsOut(reports=items)
+
     @r.post(
         "/studies/{name}/trials/{trial_id}/heartbeat", response_model=s.TrialOut, tags=["trials"]
     )

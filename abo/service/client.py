@@ -31,11 +31,11 @@ from abo.exceptions import (
     StudyNotFoundError,
     TrialStateError,
 )
-from abo.outcomes import Outcome, check_values
+from abo.outcomes import Outcome, check_number, check_values
 from abo.service.codes import CODES
 from abo.space import Space
 from abo.spec import DEFAULT_STRATEGY, StudySpec
-from abo.trial import ProposalRecord, Trial, TrialState
+from abo.trial import ProposalRecord, Report, Trial, TrialState
 
 if TYPE_CHECKING:
     from abo.executors.base import Executor
@@ -403,6 +403,22 @@ class RemoteStudy:
             if trial.state is TrialState.LOST:  # a retried request whose first answer was lost
                 return trial
             raise
+
+    def report(self, trial_id: int, step: Any, value: Any) -> bool:
+        """Record a running trial's intermediate value; whether the trial should stop (the
+        study's stopping rule ended it). The same step and value again is a no-op."""
+        body = {"step": check_number(step, "step"), "value": check_number(value, "value")}
+        return bool(self._call("POST", f"/trials/{_id(trial_id)}/report", body)["stop"])
+
+    def reports(self, trial_id: int | None = None) -> dict[int, list[Report]]:
+        """Intermediate values by trial id, each in step order (only ``trial_id``'s if given)."""
+        data = self._call("GET", "/reports", trial_id=None if trial_id is None else _id(trial_id))
+        out: dict[int, list[Report]] = {}
+        for item in data["reports"]:
+            out.setdefault(int(item["trial_id"]), []).append(
+                Report(float(item["step"]), float(item["value"]), float(item["at"]))
+            )
+        return out
 
     def heartbeat(self, trial_id: int) -> Trial:
         """Extend a running trial's lease."""

@@ -92,6 +92,7 @@ class Kind(StrEnum):
     timeline = "timeline"
     parallel = "parallel"
     pareto = "pareto"
+    curves = "curves"
 
 
 STUDY_HELP = (
@@ -154,6 +155,10 @@ class _StoredStudy:
 
         spec = self.record.spec
         return pareto_trials(self.trials, spec.objectives, spec.constraints)
+
+    def reports(self, trial_id: int | None = None) -> dict[int, list[Any]]:
+        """Intermediate values by trial id (only ``trial_id``'s when given)."""
+        return self.store.reports(self.record, None if trial_id is None else [trial_id])
 
     def __len__(self) -> int:
         return self.store.count(self.record)
@@ -465,8 +470,18 @@ def trials(
     found = _run(lambda: source.study(name))
     listed = [t for t in _run(lambda: found.trials) if not wanted or t.state.value in wanted]
     multi = len(found.spec.objectives) > 1
+    reports = _run(lambda: found.reports())
     rows = [_trial_row(t, multi, found.spec) for t in listed]
-    _emit(rows, format, f"trials of {name}", [t.to_dict() for t in listed])
+    data = [t.to_dict() for t in listed]
+    if reports:  # trials that report: the last step each reached, and every report in JSON
+        for k, (t, item) in enumerate(zip(listed, data, strict=True)):
+            mine = reports.get(t.id, [])
+            columns = list(rows[k].items())
+            at = [c for c, _ in columns].index("duration")
+            step = mine[-1].to_json()["step"] if mine else ""
+            rows[k] = dict([*columns[:at], ("step", step), *columns[at:]])
+            item["reports"] = [r.to_json() for r in mine]
+    _emit(rows, format, f"trials of {name}", data)
 
 
 def best(
@@ -510,15 +525,19 @@ def best(
 def plot(
     study: StudyArg,
     kind: Annotated[
-        Kind, typer.Option(help="convergence, timeline, parallel or pareto (several objectives).")
+        Kind,
+        typer.Option(
+            help="convergence, timeline, parallel, pareto (several objectives) or curves "
+            "(the learning curves of trials that report)."
+        ),
     ] = Kind.convergence,
     out: Annotated[Path | None, typer.Option(help="PNG file (default NAME-KIND.png).")] = None,
     storage: StorageOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Write a PNG: best-so-far convergence, per-worker timeline, parallel coordinates, or
-    the Pareto front of a study of several objectives."""
+    """Write a PNG: best-so-far convergence, per-worker timeline, parallel coordinates, the
+    Pareto front of a study of several objectives, or the learning curves of its reports."""
     if out is not None and out.suffix.lower() != ".png":
         raise typer.BadParameter(f"expected a .png file, got {str(out)!r}", param_hint="--out")
     source, name = _target(study, storage, url, token)
@@ -548,6 +567,8 @@ def plot(
         )
     elif kind is Kind.timeline:
         plots.timeline(listed, path, title=name)
+    elif kind is Kind.curves:
+        plots.learning_curves(listed, _run(lambda: found.reports()), found.direction, path, name)
     else:
         plots.parallel(listed, found.space.to_json(), found.direction, path, title=name)
     typer.echo(str(path))

@@ -161,6 +161,27 @@ class LoseRequest(_Request):
     reason: Annotated[str, Field(min_length=1, max_length=10_000)]
 
 
+class ReportRequest(_Request):
+    """A running trial's intermediate value: ``value`` after ``step`` (steps increase; the
+    same step and value again is a no-op)."""
+
+    step: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)]
+    value: Annotated[float, Field(allow_inf_nan=False, strict=False)]
+
+
+class ReportItem(BaseModel):
+    trial_id: int
+    step: float
+    value: float
+    at: float
+
+
+class ReportsOut(BaseModel):
+    """Intermediate values, by trial id and then step."""
+
+    reports: list[ReportItem]
+
+
 class ParamsRequest(_Request):
     """Parameters to enqueue (evaluated next), checked against the study's space; parameters
     the study already has are skipped unless ``allow_duplicate``."""
@@ -191,7 +212,7 @@ class TrialOut(BaseModel):
     id: int
     study: str
     params: dict[str, Any]
-    state: Literal["running", "done", "failed", "lost"]
+    state: Literal["running", "done", "failed", "lost", "stopped"]
     value: float | None = None
     reason: str | None = None
     retry_of: int | None = None
@@ -206,6 +227,13 @@ class TrialOut(BaseModel):
     finished_at: float | None = None
     lease_expires_at: float | None = None
     duration: float | None = None
+
+
+class ReportOut(BaseModel):
+    """Whether the trial should stop (the study's stopping rule ended it), and the trial."""
+
+    stop: bool
+    trial: TrialOut
 
 
 class AskResponse(BaseModel):

@@ -548,3 +548,55 @@ def test_several_outcomes_over_http_and_the_client(server: Server, study_name: s
             )
             assert r.status_code == 422 and r.json()["error"]["field"] == "value.costs", r.text
             assert api.get(f"/studies/{study_name}/trials/{t2['id']}").json()["state"] == "running"
+
+
+def test_reports_answer_stop_or_continue_and_bad_ones_change_nothing(
+    api: httpx.Client, study_name: str
+) -> None:
+    created = make_study(api, study_name, stopping={"rule": "asha", "reduction_factor": 2})
+    assert created["spec"]["stopping"]["rule"] == "asha"
+    ids = [
+        t["id"] for t in api.post(f"/studies/{study_name}/ask", json={"count": 3}).json()["trials"]
+    ]
+    base = f"/studies/{study_name}/trials"
+    first = api.post(f"{base}/{ids[0]}/report", json={"step": 1, "value": 0.2})
+    assert first.status_code == 200 and first.json()["stop"] is False
+    assert first.json()["trial"]["state"] == "running"
+    worse = api.post(f"{base}/{ids[1]}/report", json={"step": 1, "value": 0.9}).json()
+    assert worse["stop"] is True and worse["trial"]["state"] == "stopped"
+    assert worse["trial"]["value"] == 0.9 and "asha" in worse["trial"]["reason"]
+    again = api.post(f"{base}/{ids[1]}/report", json={"step": 1, "value": 0.9}).json()
+    assert again["stop"] is True  # a retried request gets the same answer
+    api.post(f"{base}/{ids[0]}/report", json={"step": 2.5, "value": 0.1})
+    before = api.get(f"/studies/{study_name}/reports").json()
+    bad = [
+        (ids[0], '{"step": 3, "value": NaN}', 422, "value"),
+        (ids[0], '{"step": -1, "value": 0.1}', 422, "step"),
+        (ids[0], '{"step": 2, "value": 0.1}', 422, "step"),  # before the last step, 2.5
+        (ids[0], '{"step": 3}', 422, "value"),
+        (ids[0], '{"step": 3, "value": 0.1, "extra": 1}', 422, "extra"),
+        (ids[0], "{not json", 422, None),
+        (99, '{"step": 1, "value": 0.1}', 404, "trial_id"),
+    ]
+    for trial_id, raw, code, field in bad:
+        r = api.post(
+            f"{base}/{trial_id}/report", content=raw, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == code, (raw, r.text)
+        if field is not None:
+            assert r.json()["error"]["field"] == field, (raw, r.text)
+    api.post(f"{base}/{ids[2]}/tell", json={"value": 0.5})
+    finished = api.post(f"{base}/{ids[2]}/report", json={"step": 1, "value": 0.5})
+    assert finished.status_code == 409 and "already done" in finished.json()["error"]["message"]
+    after = api.get(f"/studies/{study_name}/reports").json()
+    assert after == before
+    assert [(r["trial_id"], r["step"], r["value"]) for r in after["reports"]] == [
+        (ids[0], 1.0, 0.2), (ids[0], 2.5, 0.1), (ids[1], 1.0, 0.9),
+    ]  # fmt: skip
+    one = api.get(f"/studies/{study_name}/reports", params={"trial_id": ids[1]}).json()
+    assert [r["trial_id"] for r in one["reports"]] == [ids[1]]
+    assert api.get(f"/studies/{study_name}").json()["states"]["stopped"] == 1
+    bad_rule = api.post(
+        "/studies", json={"name": study_name + "-x", "space": SPACE.to_json(), "stopping": "hb"}
+    )
+    assert bad_rule.status_code == 422 and bad_rule.json()["error"]["field"] == "stopping.rule"

@@ -279,3 +279,39 @@ def test_a_constrained_study_of_two_objectives_over_http_keeps_its_front_feasibl
         t for t in study.trials if t.state is abo.TrialState.DONE and t.values["width"] > 1.0
     ]
     assert not {t.id for t in infeasible} & {t.id for t in front}
+
+
+def _trainer(params: dict, trial: abo.TrialHandle) -> float:
+    loss = 0.0
+    for epoch in range(1, 6):
+        loss = objective(params) + 1.0 / epoch
+        if trial.report(epoch, loss):
+            break
+    return loss
+
+
+@pytest.mark.slow
+def test_a_remote_study_takes_reports_from_dask_workers_and_stops_trials(
+    client: Client, study_name: str
+) -> None:
+    study = client.create_study(
+        SPACE,
+        name=study_name,
+        strategy="random",
+        seed=6,
+        stopping={"rule": "median", "min_trials": 2},
+    )
+    with DaskExecutor(n_workers=2) as executor:
+        result = study.optimize(_trainer, n_trials=10, executor=executor)
+    assert result.n_done + result.n_stopped == 10 and result.n_stopped > 0
+    reports = study.reports()
+    for t in study.trials:
+        assert reports[t.id][-1].value == pytest.approx(t.value)
+        assert len(reports[t.id]) == 5 or t.state is abo.TrialState.STOPPED
+    trial = study.ask()
+    assert study.report(trial.id, 1, 0.5) is False
+    assert [r.step for r in study.reports(trial.id)[trial.id]] == [1.0]
+    with pytest.raises(abo.InvalidValueError, match="value: must be finite"):
+        study.report(trial.id, 2, float("nan"))
+    with pytest.raises(abo.AboError, match="steps must increase"):
+        study.report(trial.id, 0.5, 0.4)

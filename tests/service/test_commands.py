@@ -59,7 +59,7 @@ def test_studies(where) -> None:
     opts, done = where
     rows = json.loads(_ok(["studies", *opts, "--format", "json"]))
     mine = next(s for s in rows if s["name"] == "cli")
-    assert mine["states"] == {"running": 1, "done": 6, "failed": 1, "lost": 0}
+    assert mine["states"] == {"running": 1, "done": 6, "failed": 1, "lost": 0, "stopped": 0}
     assert mine["best"]["value"] == min(t.value for t in done)
     table = _ok(["studies", *opts])
     assert "cli" in table and "random" in table

@@ -321,3 +321,46 @@ def test_infeasible_and_failed_trials_are_marked_apart_from_feasible_ones(
         front = page.locator("#pareto svg circle.front")
         assert not {int(c.get_attribute("data-trial-id")) for c in front.all()} & set(infeasible)
         assert not errors, errors
+
+
+@pytest.mark.slow
+def test_learning_curves_follow_the_reports_and_mark_stopped_trials(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    _chromium()
+    make_study(api, study_name, stopping={"rule": "asha", "reduction_factor": 2})
+    trials = api.post(f"/studies/{study_name}/ask", json={"count": 4}).json()["trials"]
+    ids = [t["id"] for t in trials]
+    base = f"/studies/{study_name}/trials"
+    stopped = []
+    for k, trial_id in enumerate(ids):  # later trials worse at step 1: some are stopped
+        for step in (1, 2, 4):
+            answer = api.post(
+                f"{base}/{trial_id}/report", json={"step": step, "value": 1.0 + k + 1.0 / step}
+            ).json()
+            if answer["stop"]:
+                stopped.append(trial_id)
+                break
+    api.post(f"{base}/{ids[0]}/tell", json={"value": 1.2})
+    assert stopped
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        _wait(page, "document.querySelector('#curves svg') !== null")
+        svg = page.locator("#curves svg")
+        assert svg.get_attribute("data-curves") == str(len(ids))
+        assert svg.get_attribute("data-stopped") == str(len(stopped))
+        marks = page.locator("#curves svg path.stop-mark")
+        assert sorted(int(m.get_attribute("data-trial-id")) for m in marks.all()) == stopped
+        assert page.locator("#curves svg polyline.curve-done").get_attribute(
+            "data-trial-id"
+        ) == str(ids[0])
+        assert f"{len(stopped)} stopped" in page.locator("#study-summary").inner_text()
+        # a new report shows up at the next poll
+        running = [i for i in ids[1:] if i not in stopped]
+        if running:
+            api.post(f"{base}/{running[0]}/report", json={"step": 8, "value": 0.5})
+            _wait(
+                page,
+                f"document.querySelector(\"#curves polyline[data-trial-id='{running[0]}']\")"
+                ".getAttribute('points').split(' ').length === 4",
+            )
+        assert not errors, errors

@@ -231,6 +231,46 @@ function parallelPlot(target, study, trials, front) {
   target.replaceChildren(svg);
 }
 
+const CURVE_COLOURS = { done: "#1f77b4", stopped: "#9467bd", running: "#7f7f7f", failed: "#d62728", lost: "#ff7f0e" };
+
+function curvesPlot(target, reports, trials) {
+  // one line per reporting trial (value against step), coloured by its state; a stopped
+  // trial's curve ends in a cross where the study stopped it
+  const W = 860, H = 260, L = 55, R = 10, T = 10, B = 30;
+  const byTrial = new Map();
+  for (const r of reports) {
+    if (!byTrial.has(r.trial_id)) byTrial.set(r.trial_id, []);
+    byTrial.get(r.trial_id).push(r);
+  }
+  const state = new Map(trials.map((t) => [t.id, t.state]));
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-curves": byTrial.size,
+    "data-stopped": [...byTrial.keys()].filter((id) => state.get(id) === "stopped").length });
+  const xs = reports.map((r) => r.step), ys = reports.map((r) => r.value);
+  const x = scale(Math.min(0, ...xs), Math.max(...xs), L, W - R);
+  const y = scale(Math.min(...ys), Math.max(...ys), H - B, T);
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const v of [Math.min(...ys), Math.max(...ys)])
+    svg.appendChild(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, fmt(v)));
+  for (const v of [Math.min(0, ...xs), Math.max(...xs)])
+    svg.appendChild(el("svg:text", { x: x(v), y: H - B + 14, "text-anchor": "middle" }, fmt(v)));
+  svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "step"));
+  for (const [id, curve] of byTrial) {
+    const st = state.get(id) || "running";
+    const colour = CURVE_COLOURS[st] || CURVE_COLOURS.running;
+    const line = el("svg:polyline", { class: `curve curve-${st}`, "data-trial-id": id, stroke: colour,
+      points: curve.map((r) => `${x(r.step)},${y(r.value)}`).join(" ") });
+    line.appendChild(el("svg:title", {}, `trial ${id} (${st}): ${fmt(curve[curve.length - 1].value)} at step ${fmt(curve[curve.length - 1].step)}`));
+    svg.appendChild(line);
+    if (st === "stopped") {
+      const [cx, cy] = [x(curve[curve.length - 1].step), y(curve[curve.length - 1].value)];
+      svg.appendChild(el("svg:path", { class: "stop-mark", stroke: colour, "data-trial-id": id,
+        d: `M${cx - 3},${cy - 3}l6,6m0,-6l-6,6` }));
+    }
+  }
+  target.replaceChildren(svg);
+}
+
 function table(study, trials, front) {
   const names = Object.keys(study.space);
   const objectives = front === null ? [] : objectivesOf(study).map((o) => o.name);
@@ -282,12 +322,14 @@ async function refresh() {
   const trials = await allTrials(study.name);
   document.getElementById("study-title").textContent = study.name;
   const st = study.states;
-  const counts = `${st.done} done, ${st.running} running, ${st.failed} failed, ${st.lost} lost`;
+  const counts = `${st.done} done, ${st.running} running, ` +
+    (st.stopped ? `${st.stopped} stopped, ` : "") + `${st.failed} failed, ${st.lost} lost`;
   const objectives = objectivesOf(study);
   const constraints = constraintsOf(study);
   const multi = objectives.length > 1;
   const feasibleSaid = constraints.length ? `; ${study.n_feasible || 0} feasible (${constraints.map((c) => `${c.name} ${c.op} ${fmt(c.bound)}`).join(", ")})` : "";
   document.getElementById("convergence").hidden = multi;
+  document.getElementById("curves-figure").hidden = true;
   document.getElementById("pareto-figure").hidden = !multi;
   document.getElementById("parallel-caption").textContent = multi
     ? "Parameters and objectives (parallel coordinates; the dark lines are the Pareto front; infeasible red, failed dashed red)"
@@ -300,6 +342,9 @@ async function refresh() {
     stepPlot(document.getElementById("conv-trials"), curve, "n", "completed trials");
     stepPlot(document.getElementById("conv-time"), curve, "secs", "elapsed seconds");
     parallelPlot(document.getElementById("parallel"), study, trials, null);
+    const { reports } = await getJSON(`/studies/${encodeURIComponent(study.name)}/reports`);
+    document.getElementById("curves-figure").hidden = !reports.length;
+    if (reports.length) curvesPlot(document.getElementById("curves"), reports, trials);
     table(study, trials, null);
     return;
   }
