@@ -6,11 +6,15 @@ For every seed and method a fresh in-memory study runs ``--trials`` training run
 on one shared local Dask cluster (the failure-rate guard is off: a comparison needs the full
 budget). A method is an abo strategy (``qlognei``, ``random``, ...), optionally with ``+penalty``:
 diverged runs are then told as ``--diverged-value`` instead of failed (abo's model places a
-failed trial at the worst loss observed so far; the penalty is a fixed value instead). All
-methods of a seed start from the same ``--n-initial`` scrambled Sobol points. Prints Markdown
-tables: the median over seeds of the best validation loss (and the accuracy of that trial) after
-10, 20, ... trials; every trial pooled by variant; and the best configuration found. Training
-runs are noisy (thread scheduling), so read medians, not one seed.
+failed trial at the worst loss observed so far; the penalty is a fixed value instead), and
+with ``+asha`` or ``+median``: the study stops hopeless runs from the validation loss every
+run reports after each epoch (``tune.stopping``), and runs ``--stopping-trials`` trials, since
+each costs fewer epochs. All methods of a seed start from the same ``--n-initial`` scrambled
+Sobol points. Prints Markdown tables: the median over seeds of the best validation loss (and
+the accuracy of that trial) after 10, 20, ... trials; the best loss of a full (done) run
+against the training epochs spent, in the order runs finished; every trial pooled by variant;
+and the best configuration found. Training runs are noisy (thread scheduling), so read
+medians, not one seed.
 """
 
 from __future__ import annotations
@@ -36,19 +40,38 @@ import trainer  # noqa: E402
 import tune  # noqa: E402
 from tune import SPACE, Objective  # noqa: E402
 
+FLAGS = ("penalty", "asha", "median")
+
 
 @dataclass
 class Run:
-    """One study's outcome: its trials in id order."""
+    """One study's outcome: its trials in id order, and the epochs each trained."""
 
     method: str
     seed: int
     trials: list[Trial]
     seconds: float
+    epochs: dict[int, int]
 
     def best_after(self, n: int) -> Trial | None:
         good = [t for t in self.trials[:n] if trained(t)]
         return min(good, key=lambda t: t.value) if good else None
+
+    def best_within(self, budget: int) -> float | None:
+        """The best loss of a done run among those finished before ``budget`` epochs were
+        spent (every run's epochs counted in the order they finished)."""
+        spent, best = 0, None
+        for t in sorted(self.trials, key=lambda t: (t.finished_at or 0.0, t.id)):
+            spent += self.epochs.get(t.id, 0)
+            if spent > budget:
+                break
+            if trained(t) and (best is None or t.value < best):
+                best = t.value
+        return best
+
+    @property
+    def spent(self) -> int:
+        return sum(self.epochs.values())
 
 
 def diverged(t: Trial) -> bool:
@@ -88,6 +111,23 @@ def table(runs: Sequence[Run], methods: Sequence[str], checkpoints: Sequence[int
     return "\n".join(lines)
 
 
+def epochs_table(runs: Sequence[Run], methods: Sequence[str], budgets: Sequence[int]) -> str:
+    """Median over seeds of the best loss of a done run within each epoch budget."""
+    head = ["method", "runs", "stopped / study", "epochs spent"]
+    head += [f"best loss @{b} epochs" for b in budgets]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in methods:
+        mine = [r for r in runs if r.method == m]
+        stopped = sum(t.state is TrialState.STOPPED for r in mine for t in r.trials)
+        cells = [m, str(len(mine[0].trials)), f"{stopped / len(mine):.1f}"]
+        cells.append(f"{statistics.median(r.spent for r in mine):.0f}")
+        for b in budgets:
+            found = [v for r in mine if (v := r.best_within(b)) is not None]
+            cells.append(_median(found) if len(found) == len(mine) else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def by_variant(trials: Sequence[Trial]) -> str:
     """Trials pooled by variant: how often it diverged, how well it did."""
     head = ["variant", "trials", "diverged", "median loss (trained)", "best loss"]
@@ -117,14 +157,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--diverged-value", type=float, default=trainer.DIVERGED_LOSS)
     parser.add_argument("--async-workers", type=int, default=4, help="for the last table")
     parser.add_argument("--n-initial", type=int, default=8, help="Sobol points before the model")
-    args = parser.parse_args(argv)
-    unknown = sorted(
-        {m.removesuffix("+penalty") for m in args.methods} - set(abo.strategies(objectives=1))
+    parser.add_argument(
+        "--stopping-trials",
+        type=int,
+        default=None,
+        help="trials of a +asha or +median method (default: --trials)",
     )
-    if unknown:
-        parser.error(
-            f"--methods: unknown {unknown} (known: {', '.join(abo.strategies(objectives=1))})"
-        )
+    args = parser.parse_args(argv)
+    known = set(abo.strategies(objectives=1))
+    for method in args.methods:
+        strategy, *flags = method.split("+")
+        if strategy not in known or not set(flags) <= set(FLAGS):
+            parser.error(
+                f"--methods: unknown {method!r} (a strategy of {', '.join(sorted(known))}, "
+                f"then +{', +'.join(FLAGS)})"
+            )
 
     for module in (trainer, tune):  # Dask workers cannot import this folder's modules
         cloudpickle.register_pickle_by_value(module)
@@ -133,21 +180,30 @@ def main(argv: list[str] | None = None) -> None:
     with DaskExecutor(n_workers=args.workers) as executor:
         for seed in range(args.seeds):
             for method in args.methods:
-                strategy = method.removesuffix("+penalty")
-                penalty = args.diverged_value if method.endswith("+penalty") else None
+                strategy, *flags = method.split("+")
+                penalty = args.diverged_value if "penalty" in flags else None
+                rule = next((f for f in flags if f != "penalty"), "none")
                 study = abo.create_study(
-                    SPACE, strategy=strategy, seed=seed, n_initial=args.n_initial
+                    SPACE,
+                    strategy=strategy,
+                    seed=seed,
+                    n_initial=args.n_initial,
+                    stopping=tune.stopping(rule, args.epochs),
                 )
+                n_trials = args.trials if rule == "none" else args.stopping_trials or args.trials
                 t0 = time.time()
                 result = study.optimize(
                     Objective(args.epochs, penalty),
-                    n_trials=args.trials,
+                    n_trials=n_trials,
                     executor=executor,
                     guard=None,
                 )
                 if result.stopped:
                     sys.exit(f"stopped ({result.stopped}): no table from an incomplete comparison")
-                runs.append(Run(method, seed, study.trials, time.time() - t0))
+                reports = study.reports()  # every run reports each epoch it trained
+                epochs = {t.id: int(reports[t.id][-1].step) if t.id in reports else 0
+                          for t in study.trials}  # fmt: skip
+                runs.append(Run(method, seed, study.trials, time.time() - t0, epochs))
                 best = runs[-1].best_after(args.trials)
                 print(
                     f"seed {seed} {method}: best loss {best.value if best else float('nan'):.4f}"
@@ -162,6 +218,10 @@ def main(argv: list[str] | None = None) -> None:
         f" {os.cpu_count()} CPUs; {time.time() - start:.0f} s in all\n"
     )
     print(table(runs, args.methods, checkpoints))
+    full = args.trials * args.epochs
+    budgets = sorted({full // 4, full // 2, full})
+    print("\nThe best loss of a full run against the training epochs spent:\n")
+    print(epochs_table(runs, args.methods, budgets))
     trials = [t for r in runs for t in r.trials]
     print("\nEvery trial of every study, by variant:\n")
     print(by_variant(trials))

@@ -15,10 +15,16 @@ the applied update. The budget is fixed in epochs: ``epochs`` passes over the tr
 cut into minibatches that the workers take from one queue, so every setting sees the same data.
 
 Run ``python trainer.py --help``; the last stdout line is JSON
-``{"value": val_loss, "accuracy": ..., "mean_staleness": ...}``. A run that diverges (non-finite
-weights, or a validation loss above ``DIVERGED_LOSS`` = 10 nats where guessing uniformly scores
-ln 10 = 2.3) prints the reason on stderr and exits with code 2. From Python: ``train(params)``
-returns that dict or raises ``Diverged``.
+``{"value": val_loss, "accuracy": ..., "mean_staleness": ...}``. With ``--report`` it also
+prints ``abo:report <epoch> <val_loss>`` after every epoch (abo's report lines: a study with a
+stopping rule may end the run early, by SIGTERM). From Python, ``train(params, report)`` calls
+``report(epoch, val_loss)`` after every epoch and stops when it returns ``True``. The
+validation loss of an epoch is measured on a snapshot of the weights once that epoch's
+gradients are pushed, while the workers go on: reporting never pauses training.
+
+A run that diverges (non-finite weights, or a validation loss above ``DIVERGED_LOSS`` = 10
+nats where guessing uniformly scores ln 10 = 2.3) prints the reason on stderr and exits with
+code 2. From Python: ``train(params)`` returns that dict or raises ``Diverged``.
 
 Seeded (``seed``: initial weights and minibatch order; the train/validation split is fixed), but
 the thread interleaving is the operating system's: two runs with the same seed see different
@@ -34,7 +40,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -155,7 +161,9 @@ class ParameterServer:
         self.version = 0  # updates applied to w so far
         self.staleness: list[int] = []
         self.diverged = False
+        self.stopped = False  # the caller ended the run early (a stopping rule)
         self._lock = threading.Lock()
+        self._pushed = threading.Condition(self._lock)
 
     def snapshot(self) -> tuple[Tensor, int]:
         """A private copy of the current weights and their version."""
@@ -176,7 +184,17 @@ class ParameterServer:
             self.buffered += 1
             if self.buffered >= cfg.accumulate:
                 self._apply()
+            self._pushed.notify_all()
             return tau
+
+    def wait_for(self, pushes: int, workers: list[threading.Thread]) -> None:
+        """Block until ``pushes`` gradients were pushed (or the run diverged, or every worker
+        ended)."""
+        with self._pushed:
+            while len(self.staleness) < pushes and not self.diverged:
+                if not any(t.is_alive() for t in workers):
+                    return
+                self._pushed.wait(timeout=0.1)
 
     def flush(self) -> None:
         """Apply what is left in the accumulation buffer at the end of the budget."""
@@ -209,7 +227,7 @@ def _worker(
     server: ParameterServer, model: MLP, X: Tensor, y: Tensor, batches: queue.SimpleQueue[Tensor]
 ) -> None:
     """Snapshot → gradient on a minibatch (no lock) → push, until the queue is empty."""
-    while not server.diverged:
+    while not (server.diverged or server.stopped):
         try:
             idx = batches.get_nowait()
         except queue.Empty:
@@ -221,11 +239,24 @@ def _worker(
         server.push(grad, w_stale.detach(), version)
 
 
-def train(params: Mapping[str, Any]) -> dict[str, Any]:
+def _validate(model: MLP, w: Tensor, X: Tensor, y: Tensor) -> tuple[float, float]:
+    """Validation loss and accuracy of the weights ``w``."""
+    with torch.no_grad():
+        logits = model.logits(w, X)
+        loss = float(torch.nn.functional.cross_entropy(logits, y))
+        accuracy = float((logits.argmax(dim=1) == y).float().mean())
+    return loss, accuracy
+
+
+def train(
+    params: Mapping[str, Any], report: Callable[[int, float], bool] | None = None
+) -> dict[str, Any]:
     """Train once; ``{"value": validation loss, "accuracy", "mean_staleness", ...}``.
 
     ``params`` holds any of ``lr, momentum, batch_size, workers, dc_lambda, accumulate,
-    variant, epochs, seed`` (the rest take ``Config``'s defaults).
+    variant, epochs, seed`` (the rest take ``Config``'s defaults). ``report(epoch, val_loss)``
+    is called after every epoch, the last one included; when it returns ``True`` the workers
+    stop and the result says ``stopped_at`` (its ``value`` is that epoch's loss).
 
     Raises:
         Diverged: the weights became non-finite or the validation loss ended above
@@ -245,28 +276,42 @@ def train(params: Mapping[str, Any]) -> dict[str, Any]:
     ]
     for t in threads:
         t.start()
+    stopped_at = None
+    if report is not None:
+        per_epoch = math.ceil(len(X_tr) / cfg.batch_size)
+        for epoch in range(1, cfg.epochs):  # the last epoch is reported after the join
+            server.wait_for(epoch * per_epoch, threads)
+            if server.diverged:
+                break
+            loss, _ = _validate(model, server.snapshot()[0], X_va, y_va)
+            if math.isfinite(loss) and report(epoch, loss):
+                server.stopped, stopped_at = True, epoch
+                break
     for t in threads:
         t.join()
     server.flush()
-    with torch.no_grad():
-        logits = model.logits(server.w, X_va)
-        val_loss = float(torch.nn.functional.cross_entropy(logits, y_va))
-        accuracy = float((logits.argmax(dim=1) == y_va).float().mean())
+    val_loss, accuracy = _validate(model, server.w, X_va, y_va)
+    if stopped_at is None and report is not None and math.isfinite(val_loss):
+        report(cfg.epochs, val_loss)
     if server.diverged or not val_loss <= DIVERGED_LOSS:  # NaN compares False
         raise Diverged(
             f"diverged after {server.version} updates (lr={cfg.lr:g}, momentum={cfg.momentum:g},"
             f" variant={cfg.variant}): validation loss {val_loss}"
         )
     tau = torch.tensor(server.staleness, dtype=torch.float64)
-    return {
+    out = {
         "value": val_loss,
         "accuracy": accuracy,
         "mean_staleness": float(tau.mean()),
         "max_staleness": int(tau.max()),
         "updates": server.version,
         "gradients": len(server.staleness),
+        "epochs_run": stopped_at or cfg.epochs,
         "seconds": time.time() - start,
     }
+    if stopped_at is not None:
+        out["stopped_at"] = stopped_at
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -281,15 +326,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", choices=VARIANTS, default=d.variant)
     p.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training set")
     p.add_argument("--seed", type=int, default=d.seed, help="initial weights, minibatch order")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="print 'abo:report <epoch> <val_loss>' after every epoch (abo's report lines)",
+    )
     return p
+
+
+def _print_report(epoch: int, loss: float) -> bool:
+    print(f"abo:report {epoch} {loss!r}", flush=True)
+    return False  # abo stops a command by SIGTERM, not by an answer
 
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: the result as the last stdout line; exit 2 when the run diverged."""
     args = vars(_parser().parse_args(argv))
+    reporting = args.pop("report")
     torch.set_num_threads(1)  # the parallelism is the workers', not torch's intra-op threads
     try:
-        result = train(args)
+        result = train(args, _print_report if reporting else None)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -47,13 +47,26 @@ class Objective:
         self.epochs = epochs
         self.diverged_value = diverged_value
 
-    def __call__(self, params: dict) -> dict:
+    def __call__(self, params: dict, trial: abo.TrialHandle | None = None) -> dict:
+        """One run; with the trial's handle (``optimize`` gives it), the validation loss of
+        every epoch is reported, and the run ends when the study's stopping rule says so."""
+        report = trial.report if trial is not None else None
         try:
-            return trainer.train({**params, "epochs": self.epochs})
+            return trainer.train({**params, "epochs": self.epochs}, report)
         except trainer.Diverged as exc:
             if self.diverged_value is None:
                 raise
             return {"value": self.diverged_value, "diverged": str(exc)}
+
+
+def stopping(rule: str, epochs: int) -> dict | None:
+    """The study's stopping option: ASHA's rungs at epochs 1, 3, 9, ... below the last epoch
+    (a run that reaches it is done, not judged), or the median rule after the first epoch."""
+    if rule == "asha":
+        return {"rule": "asha", "min_step": 1, "reduction_factor": 3, "max_step": epochs}
+    if rule == "median":
+        return {"rule": "median", "warmup_steps": 1, "min_trials": 5}
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,6 +78,12 @@ def main(argv: list[str] | None = None) -> None:
         "--strategy", default="qlognei", choices=sorted(abo.strategies(objectives=1))
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--stopping",
+        default="asha",
+        choices=["asha", "median", "none"],
+        help="end hopeless runs early from their per-epoch validation loss (default asha)",
+    )
     parser.add_argument("--storage", default=None, help="e.g. sqlite:///async_sgd.db")
     parser.add_argument(
         "--diverged-value",
@@ -76,7 +95,12 @@ def main(argv: list[str] | None = None) -> None:
 
     cloudpickle.register_pickle_by_value(trainer)  # the workers cannot import it by name
     study = abo.create_study(
-        SPACE, storage=args.storage, direction="minimize", strategy=args.strategy, seed=args.seed
+        SPACE,
+        storage=args.storage,
+        direction="minimize",
+        strategy=args.strategy,
+        seed=args.seed,
+        stopping=stopping(args.stopping, args.epochs),
     )
     with DaskExecutor(n_workers=args.workers) as executor:
         result = study.optimize(

@@ -98,6 +98,20 @@ def test_accumulation_applies_the_mean_of_m_pushes() -> None:
     assert torch.allclose(server.w, torch.tensor([-0.05, -0.1, 0.0]))
 
 
+def test_every_epoch_is_reported_and_a_stop_ends_the_run_early() -> None:
+    params = {"lr": 0.05, "momentum": 0.5, "batch_size": 32, "workers": 4, "epochs": 4}
+    seen: list[tuple[int, float]] = []
+    out = trainer.train(params, lambda epoch, loss: seen.append((epoch, loss)) or False)
+    assert [e for e, _ in seen] == [1, 2, 3, 4] and seen[-1][1] == out["value"]
+    assert out["epochs_run"] == 4 and "stopped_at" not in out
+    assert seen[0][1] > seen[-1][1]  # it learns: the first epoch's loss is the worst
+    per_epoch = math.ceil(N_TRAIN / 32)
+    stopped = trainer.train(params, lambda epoch, loss: epoch >= 2)
+    assert stopped["stopped_at"] == 2 and stopped["epochs_run"] == 2
+    # the workers stopped soon after the second epoch's snapshot, far from the full budget
+    assert 2 * per_epoch <= stopped["gradients"] < 4 * per_epoch
+
+
 def test_bad_parameters_name_the_field() -> None:
     with pytest.raises(ValueError, match="variant: expected one of asgd, dc-asgd"):
         trainer.train({"variant": "sync"})
@@ -140,6 +154,7 @@ def _study_file(tmp_path: Path, n_trials: int, epochs: int) -> Path:
     for old, new in [
         ("n_trials = 30", f"n_trials = {n_trials}"),
         ("--epochs 20", f"--epochs {epochs}"),
+        ("max_step = 20", f"max_step = {epochs}"),
     ]:
         assert old in text, old
         text = text.replace(old, new)
@@ -160,11 +175,14 @@ def test_the_study_file_runs_through_abo_run(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     study = abo.load_study("async-sgd", storage=f"sqlite:///{toml.parent / 'async_sgd.db'}")
-    finished = [t for t in study.trials if t.state in (TrialState.DONE, TrialState.FAILED)]
+    states = (TrialState.DONE, TrialState.FAILED, TrialState.STOPPED)
+    finished = [t for t in study.trials if t.state in states]
     assert len(finished) == 6
     assert all(t.reason.startswith("exit code 2") for t in finished if t.state.value == "failed")
     done = [t for t in finished if t.state is TrialState.DONE]
-    assert len(done) >= 4
+    assert done and len(done) + sum(t.state is TrialState.STOPPED for t in finished) >= 4
+    reports = study.reports()  # --report: one line per epoch, read from each run's stdout
+    assert all([r.step for r in reports[t.id]] == [1.0, 2.0, 3.0] for t in done)
     assert all(t.user["gradients"] > 0 and Path(t.user["stdout"]).exists() for t in done)
     assert study.best.user["accuracy"] > 0.5
 
@@ -195,5 +213,8 @@ def test_tune_script_runs_on_a_dask_cluster(tmp_path: Path) -> None:
     study = abo.load_study(name, storage=f"sqlite:///{db}")
     assert len(study.trials) == 4
     # a worker that could not unpickle the trainer would fail every trial (ModuleNotFoundError)
-    assert sum(t.state is TrialState.DONE for t in study.trials) >= 3
+    states = [t.state for t in study.trials]
+    assert TrialState.DONE in states
+    assert sum(s in (TrialState.DONE, TrialState.STOPPED) for s in states) >= 3
+    assert all(study.reports(t.id) for t in study.trials if t.state is TrialState.DONE)
     assert study.best.user["accuracy"] > 0.5
