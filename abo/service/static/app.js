@@ -338,11 +338,12 @@ async function refresh() {
     document.getElementById("study-summary").textContent = `${study.strategy}, ${study.direction}; ${counts}` +
       feasibleSaid + (study.best ? `; best ${fmt(study.best.value)} (trial ${study.best.id})`
         : constraints.length && st.done ? "; no feasible trial yet" : "");
+    // Everything is fetched before anything is drawn, so the panels of one refresh agree.
+    const { reports } = await getJSON(`/studies/${encodeURIComponent(study.name)}/reports`);
     const curve = bestSoFar(trials, study.direction, constraints);
     stepPlot(document.getElementById("conv-trials"), curve, "n", "completed trials");
     stepPlot(document.getElementById("conv-time"), curve, "secs", "elapsed seconds");
     parallelPlot(document.getElementById("parallel"), study, trials, null);
-    const { reports } = await getJSON(`/studies/${encodeURIComponent(study.name)}/reports`);
     document.getElementById("curves-figure").hidden = !reports.length;
     if (reports.length) curvesPlot(document.getElementById("curves"), reports, trials);
     table(study, trials, null);
