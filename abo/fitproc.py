@@ -84,6 +84,7 @@ class FitProcess:
         full: bool,
         seed: int,
         threads: int = 1,
+        fidelity: tuple[int, ...] = (),
     ) -> tuple[dict[str, list[float]], bool]:
         """``fit_gp`` on ``X, Y`` in the child, warm-started from ``hypers``.
 
@@ -96,7 +97,7 @@ class FitProcess:
         request = {
             "X": X.detach().cpu(), "Y": Y.detach().cpu(), "noise": noise,
             "hypers": dict(hypers) if hypers else None, "full": full, "seed": seed,
-            "threads": threads,
+            "threads": threads, "fidelity": tuple(fidelity),
         }  # fmt: skip
         with self._lock:
             proc = self._start()
@@ -146,10 +147,12 @@ def _serve(inp: BinaryIO, out: BinaryIO) -> None:
         try:
             torch.set_num_threads(int(request["threads"]))
             X, Y, noise = request["X"], request["Y"], request["noise"]
-            previous = condition(X, Y, noise, request["hypers"]) if request["hypers"] else None
+            fid = tuple(request.get("fidelity", ()))
+            hypers = request["hypers"]
+            previous = condition(X, Y, noise, hypers, fid) if hypers else None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fitted = fit_gp(X, Y, noise, previous, request["full"], request["seed"])
+                fitted = fit_gp(X, Y, noise, previous, request["full"], request["seed"], fid)
             reply: dict[str, Any] = {"hypers": export_hypers(fitted.model), "warm": fitted.warm}
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             reply = {"error": f"{type(exc).__name__}: {exc}"}

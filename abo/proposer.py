@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -36,10 +37,11 @@ from botorch.models import ModelListGP
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext
+from abo.acquisitions.base import DUPLICATE_TOL, FidelityLevels, Proposal, ProposalContext
 from abo.acquisitions.feasibility import Feasibility
 from abo.exceptions import AboWarning, StrategyError, SurrogateFitError
 from abo.failures import success_targets
+from abo.fidelity import RUNGS, report_rows
 from abo.linear import feasible_mask
 from abo.refit import ModelManager, data_key
 from abo.registry import make_strategy
@@ -47,7 +49,7 @@ from abo.space import ParamValue
 from abo.spec import StudySpec
 from abo.summary import study_reference
 from abo.surrogate import FittedModel
-from abo.trial import ModelRecord, ProposalRecord, Trial, TrialState
+from abo.trial import ModelRecord, ProposalRecord, Report, Trial, TrialState
 from abo.warping import warp, warp_slack
 
 OBSERVED = (TrialState.DONE, TrialState.STOPPED)  # trials the GP models at their value
@@ -79,12 +81,16 @@ class Proposer:
     def __init__(self, spec: StudySpec, refit: str | None = None) -> None:
         self.spec = spec
         self.strategy = make_strategy(spec.strategy, **dict(spec.strategy_options))
+        fidelity = spec.fidelity_of
+        columns = spec.space._slices[fidelity.parameter] if fidelity is not None else slice(0)
+        self.fidelity_columns = tuple(range(columns.start or 0, columns.stop or 0))
         self.models, *others = [
             ModelManager(
                 noise=spec.noise,
                 mode=refit or spec.refit,
                 max_staleness=spec.max_staleness,
                 max_exact=spec.max_exact,
+                fidelity=self.fidelity_columns,
             )
             for _ in spec.objectives
         ]
@@ -107,6 +113,7 @@ class Proposer:
                 mode=refit or spec.refit,
                 max_staleness=spec.max_staleness,
                 max_exact=spec.max_exact,
+                fidelity=self.fidelity_columns,
             )
             for _ in spec.constraints
         ]
@@ -126,7 +133,9 @@ class Proposer:
             return torch.zeros(0, self.spec.space.dim, dtype=torch.double)
         return torch.tensor(rows, dtype=torch.double)
 
-    def observations(self, trials: Sequence[Trial]) -> tuple[list[Trial], Tensor, Tensor]:
+    def observations(
+        self, trials: Sequence[Trial], reports: Mapping[int, Sequence[Report]] | None = None
+    ) -> tuple[list[Trial], Tensor, Tensor]:
         """Model data: done trials as utilities (larger is better), and failed ones at the
         worst unless the failure classifier models them (``classifies``).
 
@@ -140,9 +149,19 @@ class Proposer:
         out); modelling it at the worst observed utility steers proposals away from the region
         instead of proposing it again and again. The classifier does that with a model of its
         own, so the objective's GP is not bent by made-up values.
+
+        In a study with a numeric fidelity (``abo.fidelity``), ``reports`` are observations too:
+        each trial's reports at the rungs of the fidelity's range, at the step they reached
+        (``abo.fidelity.report_rows``), as rows of their own (negative ids, ``stopped`` state:
+        never feasible, never labelled for the failure classifier); a stopped trial is the row
+        of its last report, at its step.
         """
         objs = self.spec.objectives
         done = [t for t in trials if t.state in OBSERVED and all(o.name in t.values for o in objs)]
+        fidelity = self.spec.fidelity_of
+        if fidelity is not None and fidelity.numeric and reports:
+            done = [t for t in done if not (t.state is TrialState.STOPPED and reports.get(t.id))]
+            done += self._report_rows(trials, reports)
         failed = [t for t in trials if t.state is TrialState.FAILED]
         if self.classifies(trials):
             failed = []
@@ -152,6 +171,29 @@ class Proposer:
         Y = utilities + ([worst] * len(failed) if utilities else [])
         Y_t = torch.tensor(Y, dtype=torch.double).reshape(-1, len(objs))
         return observed, self.unit(observed), Y_t
+
+    def _report_rows(
+        self, trials: Sequence[Trial], reports: Mapping[int, Sequence[Report]]
+    ) -> list[Trial]:
+        """Reports as observations at their steps (see ``observations``)."""
+        fidelity = self.spec.fidelity_of
+        name = self.spec.objective.name
+        rows = []
+        for t in trials:
+            if t.state is TrialState.LOST or t.id not in reports:
+                continue
+            for slot, r in report_rows(fidelity, t, reports[t.id]):
+                rows.append(
+                    replace(
+                        t,
+                        id=-(t.id * (RUNGS + 2) + slot + 1),
+                        params={**t.params, fidelity.parameter: r.step},
+                        state=TrialState.STOPPED,
+                        value=r.value,
+                        values={name: r.value},
+                    )
+                )
+        return rows
 
     def classifies(self, trials: Sequence[Trial]) -> bool:
         """Whether failed trials are modelled by the classifier: the study's failure model is
@@ -198,11 +240,11 @@ class Proposer:
         return self.unit(told), S, feasible
 
     def model_data(
-        self, trials: Sequence[Trial]
+        self, trials: Sequence[Trial], reports: Mapping[int, Sequence[Report]] | None = None
     ) -> tuple[list[Trial], Tensor, Tensor, float | None]:
         """``observations`` with the study's output transform applied to the utilities (the
         exponent, or ``None`` when nothing was transformed)."""
-        observed, X, Y = self.observations(trials)
+        observed, X, Y = self.observations(trials, reports)
         kind = self.spec.resolved_output_transform
         if not self.multi:
             W, lam = warp(Y, kind)
@@ -225,11 +267,14 @@ class Proposer:
         m: int,
         n_workers: int | None = None,
         pace: float | None = None,
+        reports: Mapping[int, Sequence[Report]] | None = None,
     ) -> list[tuple[dict[str, ParamValue], ProposalRecord]]:
         """``m`` new parameter sets and their records, with every running trial busy.
 
         ``pace``: seconds a point may take before a worker waits for it (an asynchronous
         loop's hurry; ``None`` for an ask that may take its time and is exactly reproducible).
+        ``reports``: the trials' reports by id, which a study with a numeric fidelity models
+        as observations at lower fidelities (``observations``).
         """
         space = self.spec.space
         seed = derive_seed(self.spec.seed, len(trials))
@@ -244,7 +289,7 @@ class Proposer:
         hurried = pace is not None  # the GPs to fit early, in the background
         if needs_model and hurried and done >= MIN_OBSERVATIONS and n_sobol < m:
             if stored_model(trials) is None:
-                observed, X, Y, _ = self.model_data(trials)
+                observed, X, Y, _ = self.model_data(trials, reports)
                 fitting = [
                     f.first_fit_running(k, X_f, y)
                     for f, k, X_f, y in self._fitters(trials, observed, X, Y)
@@ -257,7 +302,7 @@ class Proposer:
         if n_sobol and hurried and needs_model:
             # a hurried caller will want the model soon: fit it in the background meanwhile
             if done >= MIN_OBSERVATIONS:
-                observed, X, Y, _ = self.model_data(trials)
+                observed, X, Y, _ = self.model_data(trials, reports)
                 for fitter, k, X_f, y in self._fitters(trials, observed, X, Y):
                     fitter.prefit(k, X_f, y)
             else:
@@ -268,7 +313,9 @@ class Proposer:
         if m - n_sobol:
             running = [t for t in trials if t.state is TrialState.RUNNING]
             pending = torch.cat([self.unit(running), *X_new])
-            X, new_records = self._run_strategy(m - n_sobol, trials, pending, seed, n_workers, pace)
+            X, new_records = self._run_strategy(
+                m - n_sobol, trials, pending, seed, n_workers, pace, reports
+            )
             X_new.append(space.round(X))
             records += new_records
         X_all, records = self._deduplicate(torch.cat(X_new), trials, seed, records)
@@ -459,13 +506,14 @@ class Proposer:
         seed: int,
         n_workers: int | None,
         pace: float | None = None,
+        reports: Mapping[int, Sequence[Report]] | None = None,
     ) -> tuple[Tensor, list[ProposalRecord]]:
         t0 = time.perf_counter()
         needs_model = self.strategy.needs_model
         with torch.random.fork_rng():  # anything drawing from torch's global RNG is seeded
             torch.manual_seed(seed)
             if needs_model:
-                observed, X, Y, lam = self.model_data(trials)
+                observed, X, Y, lam = self.model_data(trials, reports)
                 stored = stored_model(trials)
                 fitted, model = self._model(observed, X, Y, stored, hurried=pace is not None)
                 feasibility, model = self._feasibility(
@@ -492,6 +540,7 @@ class Proposer:
                 ref_point=self.ref_point(trials),
                 feasibility=feasibility,
                 inequality_constraints=self._unit_linear or None,
+                fidelity=self.fidelity_levels(trials, reports),
             )
             if needs_model and fitted is None:
                 proposal = Proposal(ctx.uniform(m), [{"strategy": "random"}] * m)
@@ -529,6 +578,23 @@ class Proposer:
                 )
             )
         return proposal.X, records
+
+    def fidelity_levels(
+        self, trials: Sequence[Trial], reports: Mapping[int, Sequence[Report]] | None = None
+    ) -> FidelityLevels | None:
+        """The fidelities a proposal weighs, their encodings and costs (``None`` without a
+        fidelity): the cost model is the study's, or learned from the trials' durations."""
+        fidelity = self.spec.fidelity_of
+        if fidelity is None:
+            return None
+        values = fidelity.levels()
+        model = fidelity.cost_model(trials, reports or {})
+        return FidelityLevels(
+            columns=self.spec.space._slices[fidelity.parameter],
+            levels=torch.tensor([fidelity.encode(v) for v in values], dtype=torch.double),
+            costs=torch.tensor([fidelity.cost_of(v, model) for v in values], dtype=torch.double),
+            target=values.index(fidelity.target),
+        )
 
     def _history(self, trials: Sequence[Trial]) -> tuple[dict[str, Any], ...]:
         """The records this study's strategy made on earlier trials (``arm`` and details)."""
@@ -568,6 +634,4 @@ def _gp_points(model: Any) -> int:
 
 
 def _with(record: ProposalRecord, **changes: Any) -> ProposalRecord:
-    from dataclasses import replace
-
     return replace(record, **changes)

@@ -112,10 +112,12 @@ class ModelManager:
         mode: str = "sync",
         max_staleness: int | None = None,
         max_exact: int = MAX_EXACT,
+        fidelity: tuple[int, ...] = (),
     ) -> None:
         if mode not in REFIT_MODES:
             raise SurrogateFitError(f"refit: expected one of {REFIT_MODES}, got {mode!r}")
         self.noise = noise
+        self.fidelity = tuple(fidelity)  # a study's fidelity columns (their own prior)
         self.mode = mode
         self.max_staleness = max_staleness
         self.max_exact = max_exact
@@ -207,7 +209,7 @@ class ModelManager:
     def _condition(self, X: Tensor, Y: Tensor, hypers: Mapping[str, list[float]]) -> FittedModel:
         """``condition`` on the observations the GP keeps (all, or the subset above the cap)."""
         idx = subset(X, Y, self.max_exact)
-        fitted = condition(X[idx], Y[idx], self.noise, hypers)
+        fitted = condition(X[idx], Y[idx], self.noise, hypers, self.fidelity)
         return FittedModel(model=fitted.model, n=X.shape[0], warm=True)
 
     def _fit(
@@ -235,13 +237,17 @@ class ModelManager:
             try:
                 hypers, warm = self.fit_process.fit(
                     X[idx], Y[idx], self.noise, start, full, seed=n,
-                    threads=torch.get_num_threads(),
+                    threads=torch.get_num_threads(), fidelity=self.fidelity,
                 )  # fmt: skip
-                fitted = FittedModel(condition(X[idx], Y[idx], self.noise, hypers).model, n, warm)
+                conditioned = condition(X[idx], Y[idx], self.noise, hypers, self.fidelity)
+                fitted = FittedModel(conditioned.model, n, warm)
             except FitProcessDied:
                 pass  # fit here instead (a failed fit itself is raised: it would fail here too)
         if fitted is None:
-            fitted = fit_gp(X[idx], Y[idx], noise=self.noise, previous=previous, full=full, seed=n)
+            fitted = fit_gp(
+                X[idx], Y[idx], noise=self.noise, previous=previous, full=full, seed=n,
+                fidelity=self.fidelity,
+            )  # fmt: skip
         with self._lock:
             self.refits += 1
             self.full_refits += int(full)

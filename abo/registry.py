@@ -43,12 +43,23 @@ def strategies(objectives: int | None = None) -> dict[str, str]:
 
 
 def check_fits(
-    name: str, objective_names: Sequence[str], constraint_names: Sequence[str] = ()
+    name: str,
+    objective_names: Sequence[str],
+    constraint_names: Sequence[str] = (),
+    fidelity: str | None = None,
 ) -> None:
     """``AboError`` (field ``strategy``) when strategy ``name`` does not propose for a study of
-    these objectives (and outcome constraints), listing the strategies that do."""
+    these objectives (and outcome constraints, and a fidelity parameter), listing the
+    strategies that do."""
     check_strategy(name)
     n = len(objective_names)
+    if fidelity is not None and not REGISTRY[name].fidelity:
+        able = ", ".join(sorted(k for k, e in REGISTRY.items() if e.fidelity))
+        raise AboError(
+            f"strategy: {name!r} does not choose a fidelity ({fidelity!r}); strategies that "
+            f"do: {able}",
+            field="strategy",
+        )
     if REGISTRY[name].fits(n):
         if not constraint_names or REGISTRY[name].fits_constraints(n):
             return

@@ -156,6 +156,17 @@ class StudySpec:
         ),
     )
 
+    fidelity: Mapping[str, Any] | None = field(
+        default=None,
+        metadata=_doc(
+            "The parameter that trades accuracy for cost (epochs, a mesh, coin or pouch "
+            "cell): its name, or a dict such as {'parameter': 'epochs', 'target': 81, "
+            "'cost': {'fixed': 1, 'per_unit': 1}} (default target: its highest value or "
+            "last choice; default cost: learned from evaluation times). Proposals choose it "
+            "per point; only trials at the target are results (abo.fidelity)."
+        ),
+    )
+
     # -- construction ---------------------------------------------------------------------
     @classmethod
     def create(
@@ -199,6 +210,10 @@ class StudySpec:
             from abo.stopping import parse_stopping
 
             options["stopping"] = parse_stopping(options["stopping"])
+        if options.get("fidelity") is not None:
+            from abo.fidelity import Fidelity
+
+            options["fidelity"] = Fidelity.parse(options["fidelity"], space).to_json()
         parsed = parse_outcomes(outcomes, direction)
         spec = cls(space=space, outcomes=parsed, seed=seed, **options)
         spec.check()
@@ -267,12 +282,36 @@ class StudySpec:
                     f"study of one objective (this one has {len(self.objectives)})",
                     field=FIELD,
                 )
+        if self.fidelity is not None:
+            from abo.fidelity import FIELD as FIDELITY
+            from abo.fidelity import Fidelity
+
+            if Fidelity.parse(self.fidelity, self.space).to_json() != dict(self.fidelity):
+                raise AboError(f"{FIDELITY}: not a parsed fidelity option", field=FIDELITY)
+            if len(self.objectives) != 1:
+                raise AboError(
+                    f"{FIDELITY}: a fidelity is for a study of one objective (this one has "
+                    f"{len(self.objectives)}: {', '.join(o.name for o in self.objectives)})",
+                    field=FIDELITY,
+                )
+            if self.parameter_constraints:
+                from abo.linear import FIELD as LINEAR
+
+                fid = self.fidelity["parameter"]
+                for c in self.linear_constraints:
+                    if fid in dict(c.terms):
+                        raise AboError(
+                            f"{LINEAR}: {c.text!r} involves the fidelity {fid!r}, which the "
+                            "proposals choose apart from the other parameters",
+                            field=LINEAR,
+                        )
         from abo.registry import check_fits, make_strategy
 
         check_fits(
             self.strategy,
             [o.name for o in objectives(self.outcomes)],
             [c.name for c in constraints(self.outcomes)],
+            fidelity=self.fidelity["parameter"] if self.fidelity is not None else None,
         )
         try:
             make_strategy(self.strategy, **dict(self.strategy_options))
@@ -293,9 +332,27 @@ class StudySpec:
 
         return parse_all(self.parameter_constraints, self.space)
 
+    @property
+    def fidelity_of(self) -> Any:
+        """The study's ``abo.fidelity.Fidelity`` (``None`` without one)."""
+        if self.fidelity is None:
+            return None
+        cached = self.__dict__.get("_fidelity")
+        if cached is None:
+            from abo.fidelity import Fidelity
+
+            cached = Fidelity.from_stored(self.fidelity, self.space)
+            object.__setattr__(self, "_fidelity", cached)
+        return cached
+
     def validate_params(self, params: Any) -> dict[str, Any]:
         """``space.validate`` and every parameter constraint (``AboError`` naming the one
-        broken): what ``enqueue`` and ``add`` accept."""
+        broken): what ``enqueue`` and ``add`` accept. A study's fidelity may be left out:
+        it is then the target."""
+        fidelity = self.fidelity_of
+        if fidelity is not None and isinstance(params, Mapping):
+            if fidelity.parameter not in params:
+                params = {**params, fidelity.parameter: fidelity.target}
         checked = self.space.validate(params)
         if self.parameter_constraints:
             from abo.linear import check_params

@@ -47,6 +47,7 @@ from abo.summary import (
     best_trial,
     in_completion_order,
     pareto_trials,
+    results,
     study_reference,
     utilities,
 )
@@ -218,7 +219,8 @@ class Study:
     def best_trials(self) -> list[Trial]:
         """The done trials no other done trial beats in every objective: the Pareto front, in
         id order. For a study of one objective, the best trial (empty before any result)."""
-        return pareto_trials(self._done(), self.spec.objectives, self.spec.constraints)
+        done = results(self._done(), self.spec)  # with a fidelity: at its target
+        return pareto_trials(done, self.spec.objectives, self.spec.constraints)
 
     def reference_point(self) -> dict[str, float]:
         """The default reference point of ``hypervolume`` and of the proposals, in each
@@ -491,9 +493,16 @@ class Study:
             remaining = n - len(started)
             if remaining > 0:
                 rest = infos if isinstance(infos, dict) else infos[len(started) :]
+                fidelity = self.spec.fidelity_of
+                modelled = self._proposer.strategy.needs_model
+                reports = (
+                    self._storage.reports(self._record)
+                    if fidelity is not None and fidelity.numeric and modelled
+                    else None
+                )  # a numeric fidelity's model reads the reports as observations
                 with torch_threads():
                     proposed = self._proposer.propose(
-                        self._storage.trials(self._record), remaining, n_workers, pace
+                        self._storage.trials(self._record), remaining, n_workers, pace, reports
                     )
                 params = [p for p, _ in proposed]
                 records = [r for _, r in proposed]

@@ -17,14 +17,23 @@ from abo.storage import Storage, StudyRecord
 from abo.trial import Trial, TrialState
 
 
+def results(trials: Sequence[Trial], spec: StudySpec) -> list[Trial]:
+    """The trials that count as the study's results: all of them, or in a study with a
+    fidelity those evaluated at its target (the others are evidence for the model only)."""
+    fidelity = spec.fidelity_of
+    if fidelity is None:
+        return list(trials)
+    return [t for t in trials if fidelity.at_target(t)]
+
+
 def best_trial(trials: Sequence[Trial], spec: StudySpec) -> Trial | None:
-    """The feasible done trial with the best objective value (ties: the earliest); ``None``
-    before the first feasible result, and for a study of several objectives (no single trial
-    is best)."""
+    """The feasible done trial with the best objective value (ties: the earliest; with a
+    fidelity, among those at its target); ``None`` before the first such result, and for a
+    study of several objectives (no single trial is best)."""
     objectives = spec.objectives
     if len(objectives) != 1:
         return None
-    best = pareto_trials(trials, objectives, spec.constraints)
+    best = pareto_trials(results(trials, spec), objectives, spec.constraints)
     return best[0] if best else None
 
 

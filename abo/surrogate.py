@@ -67,6 +67,11 @@ MODEL_NOISES = (*NOISE_MODES, "classifier")
 """The noise models of ``_build``: a study's (``NOISE_MODES``) and the failure classifier's
 (the fixed noise of its Dirichlet targets, ``abo.failures``)."""
 
+FIDELITY_LENGTHSCALE_PRIOR = (1.0, 0.75)
+"""LogNormal(loc, scale) of a fidelity column's lengthscale (the unit cube): its mode 1.55 makes
+the lowest and the target fidelity correlate about 0.75 a priori (Matern-5/2), where the
+inputs' prior (mode 0.3 to 0.6) would make them nearly unrelated until data said otherwise."""
+
 NOISE_FLOOR = 1e-6
 NOISE_PRIOR = (-4.0, 1.0)  # LogNormal(loc, scale) of the learned noise (standardised scale)
 NOISE_PRIOR_MODE = math.exp(NOISE_PRIOR[0] - NOISE_PRIOR[1] ** 2)  # about 6.7e-3
@@ -81,18 +86,37 @@ class FittedModel:
     warm: bool
 
 
-def _build(X: Tensor, Y: Tensor, noise: str) -> SingleTaskGP:
+def _lengthscale_prior(d: int, fidelity: tuple[int, ...] = ()) -> LogNormalPrior:
+    """The lengthscales' prior: Hvarfner et al.'s for every input, and for a fidelity's
+    columns ``FIDELITY_LENGTHSCALE_PRIOR``, whose long lengthscales say that an evaluation at
+    one fidelity is evidence about the others (why a study declares a fidelity at all)."""
+    loc = math.sqrt(2) + 0.5 * math.log(d)
+    scale = math.sqrt(3)
+    if not fidelity:
+        return LogNormalPrior(loc=loc, scale=scale)
+    locs = torch.full((1, d), loc, dtype=torch.double)
+    scales = torch.full((1, d), scale, dtype=torch.double)
+    for i in fidelity:
+        locs[0, i], scales[0, i] = FIDELITY_LENGTHSCALE_PRIOR
+    return LogNormalPrior(loc=locs, scale=scales)
+
+
+def _build(X: Tensor, Y: Tensor, noise: str, fidelity: tuple[int, ...] = ()) -> SingleTaskGP:
     d = X.shape[-1]
-    ls_prior = LogNormalPrior(loc=math.sqrt(2) + 0.5 * math.log(d), scale=math.sqrt(3))
+    ls_prior = _lengthscale_prior(d, fidelity)
     floor = CLASSIFIER_LENGTHSCALE_FLOOR if noise == "classifier" else 2.5e-2
+    mode = ls_prior.mode
     matern = MaternKernel(
         nu=2.5,
         ard_num_dims=d,
         lengthscale_prior=ls_prior,
         lengthscale_constraint=GreaterThan(
-            floor, transform=None, initial_value=max(floor, float(ls_prior.mode))
+            floor, transform=None, initial_value=max(floor, float(mode.min()))
         ),
     )
+    if fidelity:
+        with torch.no_grad():
+            matern.lengthscale = mode.clamp_min(floor).to(matern.lengthscale)
     kernel = ScaleKernel(
         matern,
         outputscale_prior=GammaPrior(2.0, 1.0),
@@ -198,6 +222,7 @@ def fit_gp(
     previous: FittedModel | None = None,
     full: bool = False,
     seed: int = 0,
+    fidelity: tuple[int, ...] = (),
 ) -> FittedModel:
     """Fit a GP to ``n x d`` inputs in the unit cube and ``n x 1`` utilities.
 
@@ -209,6 +234,7 @@ def fit_gp(
         full: also start from the prior's mode and a ``seed``-ed prior draw, keeping the
             start with the best marginal likelihood (a full multi-start refit).
         seed: the prior draw's seed (a full refit is deterministic given it).
+        fidelity: the columns of a study's fidelity (their lengthscales' own prior).
 
     Raises:
         SurrogateFitError: when no fit succeeds and there is nothing to fall back to.
@@ -227,7 +253,7 @@ def fit_gp(
     best: tuple[float, SingleTaskGP, bool] | None = None
     probed = False  # whether ``best`` is a fresh start fitted for PROBE_ITERATIONS only
     for start in starts:
-        model = _build(X, Y, noise)
+        model = _build(X, Y, noise, fidelity)
         if start == "warm":
             assert previous is not None
             _copy_hypers(previous.model, model)
@@ -253,7 +279,7 @@ def fit_gp(
         best[1].eval()
         return FittedModel(model=best[1], n=X.shape[0], warm=best[2])
     if previous is not None and can_warm:
-        model = _build(X, Y, noise)
+        model = _build(X, Y, noise, fidelity)
         _copy_hypers(previous.model, model)
         model.eval()
         warnings.warn(
@@ -274,9 +300,15 @@ def export_hypers(model: Any) -> dict[str, list[float]]:
     }
 
 
-def condition(X: Tensor, Y: Tensor, noise: str, hypers: Mapping[str, list[float]]) -> FittedModel:
+def condition(
+    X: Tensor,
+    Y: Tensor,
+    noise: str,
+    hypers: Mapping[str, list[float]],
+    fidelity: tuple[int, ...] = (),
+) -> FittedModel:
     """A GP on ``X, Y`` with the given hyperparameters, not re-optimised (cheap)."""
-    model = _build(X.to(torch.double), Y.to(torch.double), noise)
+    model = _build(X.to(torch.double), Y.to(torch.double), noise, fidelity)
     with torch.no_grad():
         for name, param in model.named_parameters():
             values = hypers.get(name)

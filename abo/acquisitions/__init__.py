@@ -8,6 +8,7 @@ from abo.acquisitions import (  # noqa: F401 - registration side effects
     auto,
     believer,
     local_penalization,
+    multifidelity,
     parego,
     portfolio,
     qlognehvi,

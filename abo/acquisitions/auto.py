@@ -35,6 +35,9 @@ pathwise sample per objective, the point of largest sampled hypervolume improvem
 ``qlognehvi`` cannot keep the pace by the same rule: at 300 results with 8 busy points a
 qLogNEHVI point took about 5 times a Thompson point (6-D, 2 objectives, 2 cores). Without a
 pace it is ``qlognehvi`` on every ask.
+
+A study with a fidelity (``abo.fidelity``) is proposed for by ``multifidelity`` at any pace:
+it is the only member that chooses fidelities, and its points cost about a believer's.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.believer import BelieverStrategy
+from abo.acquisitions.multifidelity import MultiFidelityStrategy
 from abo.acquisitions.qlognehvi import QLogNEHVIStrategy
 from abo.acquisitions.qlognei import QLogNEIStrategy
 from abo.acquisitions.thompson import ThompsonStrategy
@@ -78,9 +82,10 @@ def exact_enough(model: Any) -> bool:
 @register_strategy(
     "auto", "abo's default: believer on exact observations, qlognei on noisy ones (cheaper "
     "members when they cannot keep up with the workers); qlognehvi for several objectives "
-    "(thompson when it cannot keep up)",
+    "(thompson when it cannot keep up); multifidelity for a study with a fidelity",
     objectives="any",
     constraints="any",
+    fidelity=True,
 )  # fmt: skip
 class AutoStrategy:
     """``believer`` when the GP's noise is negligible, else ``qlognei``, and cheaper members
@@ -108,6 +113,7 @@ class AutoStrategy:
         self.qlognei = QLogNEIStrategy(**mc, **budget)
         self.thompson = ThompsonStrategy(**budget)
         self.qlognehvi = QLogNEHVIStrategy(**mc, **budget)
+        self.multifidelity = MultiFidelityStrategy(**budget)
         self.cost: dict[str, float] = {}  # measured seconds per point, by member (this process)
         self.calls: dict[str, int] = {}
 
@@ -132,6 +138,10 @@ class AutoStrategy:
         return self.thompson
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
+        if ctx.fidelity is not None:  # one member chooses fidelities: it proposes at any pace
+            inner = self.multifidelity.propose(ctx, n)
+            infos = [{**info, "strategy": self.name, "arm": "multifidelity"} for info in inner.info]
+            return Proposal(inner.X, infos)
         if ctx.pace is None:  # the exact member, reproducibly
             member = self.member(ctx)
             inner = member.propose(ctx, n)

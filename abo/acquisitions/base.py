@@ -28,6 +28,38 @@ DUPLICATE_TOL = 1e-6
 
 
 @dataclass(frozen=True)
+class FidelityLevels:
+    """The fidelities a strategy may evaluate a point at, in a study with a fidelity
+    (``abo.fidelity``): the fidelity parameter's columns of the unit cube, each level's
+    encoding there and its cost.
+
+    Attributes:
+        columns: the fidelity parameter's slice of the unit cube's ``d`` columns.
+        levels: ``L x w`` encodings of the fidelities weighed (``w`` columns), cheapest first.
+        costs: ``L`` costs of an evaluation at each level (only their ratios matter).
+        target: the index of the target fidelity in ``levels``.
+    """
+
+    columns: slice
+    levels: Tensor
+    costs: Tensor
+    target: int
+
+    def at(self, X: Tensor, level: int) -> Tensor:
+        """``X`` (``n x d``) with its fidelity columns set to level ``level``."""
+        out = X.clone()
+        out[..., self.columns] = self.levels[level].to(X)
+        return out
+
+    def bounds_at_target(self, bounds: Tensor) -> Tensor:
+        """``bounds`` with the fidelity columns pinned to the target (a search over the
+        other parameters only)."""
+        out = bounds.clone()
+        out[:, self.columns] = self.levels[self.target].to(bounds)
+        return out
+
+
+@dataclass(frozen=True)
 class ProposalContext:
     """Everything a strategy may use to propose points.
 
@@ -60,6 +92,10 @@ class ProposalContext:
             in BoTorch's form (``(indices, coefficients, rhs)``: ``sum(c * x[i]) >= rhs``),
             for ``optimize_acqf``; ``None`` without any. Points that break them after
             rounding are replaced by the proposer, whatever the strategy does.
+        fidelity: the fidelities a point may be evaluated at and their costs, in a study with
+            a fidelity (``FidelityLevels``); ``None`` otherwise. ``X`` then holds each
+            observation at its own fidelity (reports included, at their steps), and only
+            strategies registered with ``fidelity=True`` get such a context.
     """
 
     model: Model | None
@@ -77,6 +113,7 @@ class ProposalContext:
     ref_point: Tensor | None = None
     feasibility: Feasibility | None = None
     inequality_constraints: list[tuple[Tensor, Tensor, float]] | None = None
+    fidelity: FidelityLevels | None = None
 
     @property
     def dim(self) -> int:
@@ -155,6 +192,7 @@ class Registered:
     description: str
     objectives: str = "single"
     constraints: str = "none"
+    fidelity: bool = False
 
     def fits(self, n_objectives: int) -> bool:
         """Whether the strategy proposes for a study of ``n_objectives`` objectives."""
@@ -178,14 +216,19 @@ CONSTRAINT_KINDS = ("none", "single", "any")
 
 
 def register_strategy(
-    name: str, description: str, objectives: str = "single", constraints: str = "none"
+    name: str,
+    description: str,
+    objectives: str = "single",
+    constraints: str = "none",
+    fidelity: bool = False,
 ) -> Callable[[T], T]:
     """Class decorator: make a strategy buildable by ``name`` (also for third parties).
 
     ``objectives``: ``"single"`` (the default: ``ctx.Y`` has one column), ``"multi"`` (studies
     of several objectives only) or ``"any"``. ``constraints``: whether the strategy reads
     ``ctx.feasibility`` (``"single"``: in studies of one objective, ``"any"``), or studies with
-    outcome constraints are refused it (``"none"``, the default).
+    outcome constraints are refused it (``"none"``, the default). ``fidelity``: whether it
+    proposes for a study with a fidelity (reading ``ctx.fidelity``); others are refused one.
     """
     if objectives not in OBJECTIVE_KINDS:
         raise ValueError(f"objectives: expected one of {OBJECTIVE_KINDS}, got {objectives!r}")
@@ -193,7 +236,7 @@ def register_strategy(
         raise ValueError(f"constraints: expected one of {CONSTRAINT_KINDS}, got {constraints!r}")
 
     def wrap(factory: T) -> T:
-        REGISTRY[name] = Registered(factory, description, objectives, constraints)  # type: ignore[arg-type]
+        REGISTRY[name] = Registered(factory, description, objectives, constraints, fidelity)  # type: ignore[arg-type]
         return factory
 
     return wrap

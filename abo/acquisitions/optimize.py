@@ -261,6 +261,23 @@ class Believed:
             var = var - v.pow(2).sum(0)
         return mean, var.clamp_min(1e-16).sqrt()
 
+    def covariance(self, X: Tensor) -> Tensor:
+        """The standardised latent posterior covariance among ``k x d`` points (``k x k``),
+        the busy points believed (what the multi-fidelity strategy weighs fidelities by)."""
+        gp = self.gp
+        with torch.no_grad():
+            Xt = gp.transform_inputs(X.to(self.alpha))
+            train = gp.train_inputs[0]
+            n = train.shape[0]
+            both = gp.covar_module(Xt, torch.cat([train, self.busy.to(train)])).to_dense()
+            cross_root = both[..., :n] @ self.root.to(Xt)
+            cov = gp.covar_module(Xt, Xt).to_dense() - cross_root @ cross_root.T
+            if self.busy.shape[0]:
+                c = both[..., n:] - cross_root @ self.busy_root.T
+                v = torch.linalg.solve_triangular(self.chol, c.T, upper=False)  # m x k
+                cov = cov - v.T @ v
+        return cov
+
 
 Maximizer = Callable[[AcquisitionFunction, ProposalContext, OptimizerBudget], tuple[Tensor, float]]
 

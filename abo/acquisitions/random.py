@@ -10,9 +10,11 @@ from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
     "uniform random search: the baseline every model must beat",
     objectives="any",
     constraints="any",
+    fidelity=True,
 )
 class RandomStrategy:
-    """Uniform random search (log-scaled parameters are uniform in their logarithm)."""
+    """Uniform random search (log-scaled parameters are uniform in their logarithm; a study's
+    fidelity too, like any other parameter)."""
 
     name = "random"
     needs_model = False

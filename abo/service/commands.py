@@ -93,6 +93,7 @@ class Kind(StrEnum):
     parallel = "parallel"
     pareto = "pareto"
     curves = "curves"
+    cost = "cost"
 
 
 STUDY_HELP = (
@@ -151,10 +152,10 @@ class _StoredStudy:
 
     @property
     def best_trials(self) -> list[Trial]:
-        from abo.summary import pareto_trials  # BoTorch's Pareto utilities: several objectives
+        from abo.summary import pareto_trials, results  # BoTorch's Pareto utilities
 
         spec = self.record.spec
-        return pareto_trials(self.trials, spec.objectives, spec.constraints)
+        return pareto_trials(results(self.trials, spec), spec.objectives, spec.constraints)
 
     def reports(self, trial_id: int | None = None) -> dict[int, list[Any]]:
         """Intermediate values by trial id (only ``trial_id``'s when given)."""
@@ -527,8 +528,9 @@ def plot(
     kind: Annotated[
         Kind,
         typer.Option(
-            help="convergence, timeline, parallel, pareto (several objectives) or curves "
-            "(the learning curves of trials that report)."
+            help="convergence, timeline, parallel, pareto (several objectives), curves "
+            "(the learning curves of trials that report) or cost (the best value against the "
+            "evaluation time spent, coloured by fidelity)."
         ),
     ] = Kind.convergence,
     out: Annotated[Path | None, typer.Option(help="PNG file (default NAME-KIND.png).")] = None,
@@ -537,7 +539,8 @@ def plot(
     token: TokenOpt = None,
 ) -> None:
     """Write a PNG: best-so-far convergence, per-worker timeline, parallel coordinates, the
-    Pareto front of a study of several objectives, or the learning curves of its reports."""
+    Pareto front of a study of several objectives, the learning curves of its reports, or its
+    best value against the evaluation time spent."""
     if out is not None and out.suffix.lower() != ".png":
         raise typer.BadParameter(f"expected a .png file, got {str(out)!r}", param_hint="--out")
     source, name = _target(study, storage, url, token)
@@ -547,6 +550,8 @@ def plot(
     from abo import plots
 
     objectives = found.spec.objectives
+    fidelity = found.spec.fidelity_of
+    counts = fidelity.at_target if fidelity is not None else None  # results: at the target
     if kind is Kind.pareto and len(objectives) < 2:
         print_error(
             f"kind: pareto plots a study of several objectives; {name!r} has one "
@@ -563,8 +568,14 @@ def plot(
         plots.pareto(listed, objectives, path, title=name)
     elif kind is Kind.convergence:
         plots.convergence(
-            listed, found.direction, path, title=name, constraints=found.spec.constraints
-        )
+            listed, found.direction, path, title=name, constraints=found.spec.constraints,
+            counts=counts,
+        )  # fmt: skip
+    elif kind is Kind.cost:
+        plots.cost(
+            listed, found.direction, path, title=name, constraints=found.spec.constraints,
+            fidelity=fidelity.parameter if fidelity is not None else None, counts=counts,
+        )  # fmt: skip
     elif kind is Kind.timeline:
         plots.timeline(listed, path, title=name)
     elif kind is Kind.curves:
