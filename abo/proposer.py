@@ -26,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+import bisect
+import statistics
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -162,6 +164,8 @@ class Proposer:
         if fidelity is not None and fidelity.numeric and reports:
             done = [t for t in done if not (t.state is TrialState.STOPPED and reports.get(t.id))]
             done += self._report_rows(trials, reports)
+        elif reports:
+            done = self._projected(done, reports)
         failed = [t for t in trials if t.state is TrialState.FAILED]
         if self.classifies(trials):
             failed = []
@@ -171,6 +175,38 @@ class Proposer:
         Y = utilities + ([worst] * len(failed) if utilities else [])
         Y_t = torch.tensor(Y, dtype=torch.double).reshape(-1, len(objs))
         return observed, self.unit(observed), Y_t
+
+    def _projected(
+        self, observed: list[Trial], reports: Mapping[int, Sequence[Report]]
+    ) -> list[Trial]:
+        """Stopped trials at their projected final value: the last reported value plus the
+        median of what the done trials gained from that step to their end (``observations``)."""
+        name = self.spec.objective.name
+        finished = [
+            (reports[t.id], t.values[name])
+            for t in observed
+            if t.state is TrialState.DONE and reports.get(t.id) and name in t.values
+        ]
+        if not finished:
+            return observed
+        out = []
+        for t in observed:
+            curve = reports.get(t.id)
+            if t.state is not TrialState.STOPPED or not curve:
+                out.append(t)
+                continue
+            step = curve[-1].step
+            gains = []
+            for theirs, final in finished:
+                k = bisect.bisect_left([r.step for r in theirs], step)
+                if k < len(theirs):
+                    gains.append(final - theirs[k].value)  # from reaching ``step`` to the end
+            if not gains:
+                out.append(t)
+                continue
+            value = curve[-1].value + statistics.median(gains)
+            out.append(replace(t, value=value, values={**t.values, name: value}))
+        return out
 
     def _report_rows(
         self, trials: Sequence[Trial], reports: Mapping[int, Sequence[Report]]
@@ -583,11 +619,15 @@ class Proposer:
         self, trials: Sequence[Trial], reports: Mapping[int, Sequence[Report]] | None = None
     ) -> FidelityLevels | None:
         """The fidelities a proposal weighs, their encodings and costs (``None`` without a
-        fidelity): the cost model is the study's, or learned from the trials' durations."""
+        fidelity): the cost model is the study's, or learned from the trials' durations. With
+        a stopping rule only the target: the rule decides what stops, the model what starts
+        (as MOBSTER does), and the runs' reports are the lower fidelities."""
         fidelity = self.spec.fidelity_of
         if fidelity is None:
             return None
-        values = fidelity.levels()
+        # with a stopping rule the rule is the schedule: every trial starts at the target and
+        # the rule decides what stops (its reports teach the model the lower fidelities)
+        values = [fidelity.target] if self.spec.stopping is not None else fidelity.levels()
         model = fidelity.cost_model(trials, reports or {})
         return FidelityLevels(
             columns=self.spec.space._slices[fidelity.parameter],

@@ -495,11 +495,12 @@ class Study:
                 rest = infos if isinstance(infos, dict) else infos[len(started) :]
                 fidelity = self.spec.fidelity_of
                 modelled = self._proposer.strategy.needs_model
+                numeric = fidelity is not None and fidelity.numeric
                 reports = (
                     self._storage.reports(self._record)
-                    if fidelity is not None and fidelity.numeric and modelled
+                    if modelled and (numeric or self.spec.stopping is not None)
                     else None
-                )  # a numeric fidelity's model reads the reports as observations
+                )  # stopped trials' projections, a numeric fidelity's lower observations
                 with torch_threads():
                     proposed = self._proposer.propose(
                         self._storage.trials(self._record), remaining, n_workers, pace, reports

@@ -6,6 +6,8 @@ python -m benchmarks report results/*.jsonl --out docs/benchmarks
 python -m benchmarks latency --sizes 50 200 500
 python -m benchmarks mo-latency --observations 300 --json mo-latency.json
 python -m benchmarks utilization --trials 200 --workers 32
+python -m benchmarks fidelity run --out results/fidelity.jsonl --processes 2
+python -m benchmarks curves run --out results/curves.jsonl --processes 2
 """
 
 from __future__ import annotations
@@ -67,6 +69,37 @@ def _memory(args: argparse.Namespace) -> int:
     from benchmarks.memory import main as memory_main
 
     return memory_main(args)
+
+
+def _fidelity(args: argparse.Namespace) -> int:
+    from benchmarks import budget_report, fidelity
+
+    if args.action == "report":
+        runs = fidelity.read(args.results)
+        print(budget_report.write(runs, "spent", "cost spent (target evaluations)", args.out,
+                                  "Multi-fidelity: regret at the target against cost",
+                                  reference="single"))  # fmt: skip
+        return 0
+    todo = fidelity.cells(args.methods, args.problems, args.k, args.seeds)
+    fidelity.run(todo, args.out, args.processes, say=_log)
+    return 0
+
+
+def _curves(args: argparse.Namespace) -> int:
+    from benchmarks import budget_report, curves
+
+    if args.action == "table":
+        curves.write_table(args.n, say=_log)
+        return 0
+    if args.action == "report":
+        runs = curves.read(args.results)
+        print(budget_report.write(runs, "steps", "steps spent", args.out,
+                                  "Learning curves: regret of full runs against steps spent",
+                                  reference="auto"))  # fmt: skip
+        return 0
+    todo = curves.cells(args.methods, args.problems, args.k, args.seeds)
+    curves.run(todo, args.out, args.processes, say=_log)
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -139,6 +172,28 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     util.set_defaults(func=_utilization)
 
+    for name, func, help_text in (
+        ("fidelity", _fidelity, "multi-fidelity problems against cost (benchmarks/fidelity.py)"),
+        ("curves", _curves, "learning curves with and without stopping (benchmarks/curves.py)"),
+    ):
+        cmd = sub.add_parser(name, help=help_text)
+        actions = ["run", "report", "table"] if name == "curves" else ["run", "report"]
+        cmd.add_argument(
+            "action",
+            choices=actions,
+            help="run the grid, report results files"
+            + (", or tabulate the SGD trainer's curves" if name == "curves" else ""),
+        )
+        cmd.add_argument("results", nargs="*", help="report: JSON-lines files (merged)")
+        cmd.add_argument("--out", default=None, help="run: results file; report: a folder")
+        cmd.add_argument("--processes", type=int, default=1)
+        cmd.add_argument("--methods", nargs="+", default=None)
+        cmd.add_argument("--problems", nargs="+", default=None)
+        cmd.add_argument("--k", nargs="+", type=int, default=[4, 16])
+        cmd.add_argument("--seeds", type=int, default=10)
+        cmd.add_argument("--n", type=int, default=200, help="table: configurations to train")
+        cmd.set_defaults(func=func)
+
     mem = sub.add_parser("memory", help="peak RSS of `abo serve` holding one large study")
     mem.add_argument("--observations", type=int, default=5000)
     mem.add_argument("--dim", type=int, default=10)
@@ -156,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         value = getattr(args, name, None)
         if value is not None and value < 1:
             parser().error(f"--{name}: expected a positive integer, got {value}")
+    if getattr(args, "action", "table") != "table" and not args.out:
+        parser().error("--out: required (run: the results file; report: the folder)")
     try:
         return args.func(args)
     except ValueError as exc:

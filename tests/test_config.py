@@ -97,3 +97,31 @@ def test_a_study_file_with_an_outcome_constraint_runs_with_the_default_strategy(
     assert study.spec.strategy == "auto"
     # the error alone is best at x = 0.9; feasible only up to 0.5, so the best is x = 0.5
     assert study.best.params["x"] == 0.5 and study.best.values["load"] == 0.5
+
+
+def test_a_study_file_with_a_fidelity_runs_it_and_counts_target_results_only(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "objective.py").write_text(
+        "import time\n"
+        "def sim(p):\n"
+        "    time.sleep(0.002 * p['mesh'])  # a finer mesh takes longer\n"
+        "    return (p['x'] - 0.3) ** 2 + 0.5 / p['mesh']\n"
+    )
+    text = FILE.replace('strategy = "random"\n', "").replace("n_trials = 4", "n_trials = 10")
+    text = text.replace('error = "minimize"\ncost = "maximize"', 'error = "minimize"')
+    text = text.replace('function = "objective:two"', 'function = "objective:sim"')
+    text = text.replace(
+        'x = {{type = "float", low = 0, high = 1, step = 0.25}}',
+        'x = {{type = "float", low = 0, high = 1}}\nmesh = {{type = "int", low = 2, high = 32}}',
+    )
+    path = tmp_path / "mesh.toml"
+    extra = "n_initial = 4\nlookahead = 0  # each ask waits for its fit (the design otherwise)"
+    path.write_text(text.format(extra=extra + '\n\n[study.fidelity]\nparameter = "mesh"'))
+    run_file(path)
+    study = abo.load_study("two", storage=f"sqlite:///{tmp_path / 'two.db'}")
+    assert study.spec.fidelity == {"parameter": "mesh", "target": 32, "cost": None}
+    trials = study.trials
+    assert len(trials) >= 10 and {t.proposal.arm for t in trials[4:]} == {"multifidelity"}
+    assert study.best is not None and study.best.params["mesh"] == 32
+    assert all(t.info["eval_seconds"] > 0 for t in trials if t.state is abo.TrialState.DONE)

@@ -14,12 +14,15 @@ step they reached (``abo.fidelity``). Each point is then chosen in two steps:
    and busy points.
 2. **At which fidelity**: for each fidelity ``s`` it could run at, the reduction of the
    target's posterior variance at that point that an observation at ``s`` would bring,
-   ``cov(s, target)^2 / (var(s) + noise)``, divided by the cost of ``s``; the largest wins.
-   A lower fidelity competes only while its own posterior std there is at least
-   ``threshold`` times the prior std: once the cheap fidelity is known near a point, only
-   the target can say more (the rule of Kandasamy et al.'s MF-GP-UCB, which keeps a study
-   from refining cheap evaluations for ever and makes sure the promising points are
-   evaluated where they count).
+   ``cov(s, target)^2 / (var(s) + noise)``, divided by the cost of ``s``. A lower fidelity
+   wins only if it teaches ``RESULT_FACTOR`` times as much per unit cost as the target (an
+   evaluation at the target is also a result, the only kind that can become the study's
+   best: a fidelity just below it, nearly as informative and nearly as dear, would cost a
+   result for little), and only while its own posterior std there is at least ``threshold``
+   times the prior std: once the cheap fidelity is known near a point, only the target can
+   say more (the rule of Kandasamy et al.'s MF-GP-UCB, which keeps a study from refining
+   cheap evaluations for ever and makes sure the promising points are evaluated where they
+   count).
 
 Several points in one call are chosen greedily, each joining the busy points at its fidelity.
 Without a fidelity in the study it is ``believer``.
@@ -51,6 +54,9 @@ from abo.acquisitions.optimize import (
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 
+RESULT_FACTOR = 2.0
+"""How many times the target's information per unit cost a lower fidelity must offer to be
+chosen instead (see the module)."""
 THRESHOLD = 0.1
 """A lower fidelity competes while its posterior std at the point is at least this share of the
 prior std (see the module)."""
@@ -84,12 +90,15 @@ def fidelity_scores(
     return scores, eligible
 
 
-def choose_level(scores: Tensor, eligible: Tensor, target: int) -> int:
-    """The eligible level of the highest score (the target on a tie)."""
-    best = target
+def choose_level(
+    scores: Tensor, eligible: Tensor, target: int, factor: float = RESULT_FACTOR
+) -> int:
+    """The eligible level of the highest score, if it beats ``factor`` times the target's
+    (else the target)."""
+    best, bar = target, float(scores[target]) * factor
     for level in range(scores.shape[0]):
-        if eligible[level] and float(scores[level]) > float(scores[best]) * (1.0 + 1e-9):
-            best = level
+        if level != target and eligible[level] and float(scores[level]) > bar:
+            best, bar = level, float(scores[level])
     return best
 
 

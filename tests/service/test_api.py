@@ -600,3 +600,29 @@ def test_reports_answer_stop_or_continue_and_bad_ones_change_nothing(
         "/studies", json={"name": study_name + "-x", "space": SPACE.to_json(), "stopping": "hb"}
     )
     assert bad_rule.status_code == 422 and bad_rule.json()["error"]["field"] == "stopping.rule"
+
+
+def test_a_study_with_a_fidelity_over_http_counts_only_target_results(
+    api: httpx.Client, study_name: str
+) -> None:
+    fidelity = {"parameter": "n", "cost": {"fixed": 1, "per_unit": 1}}
+    created = make_study(api, study_name, fidelity=fidelity, strategy="auto")
+    assert created["spec"]["fidelity"] == {
+        "parameter": "n", "target": 8, "cost": {"fixed": 1.0, "per_unit": 1.0}
+    }  # fmt: skip
+    cheap = {"x": 0.5, "lr": 0.01, "n": 2, "opt": "adam"}
+    assert api.post(f"/studies/{study_name}/add", json={"params": cheap, "value": 0.01}).is_success
+    full = {"x": 0.1, "lr": 0.01, "opt": "adam"}  # no n: the target fidelity
+    added = api.post(f"/studies/{study_name}/add", json={"params": full, "value": 0.5}).json()
+    assert added["params"]["n"] == 8
+    summary = api.get(f"/studies/{study_name}").json()
+    assert summary["best"]["id"] == added["id"]  # the cheap, lower value is not a result
+    trials = api.post(f"/studies/{study_name}/ask", json={"count": 2}).json()["trials"]
+    assert all(1 <= t["params"]["n"] <= 8 for t in trials)
+    for body, field in [
+        ({"fidelity": "depth"}, "fidelity.parameter"),
+        ({"fidelity": {"parameter": "n", "target": 9}}, "fidelity.target"),
+        ({"fidelity": "n", "strategy": "thompson"}, "strategy"),
+    ]:
+        r = api.post("/studies", json={"name": study_name + "-x", "space": SPACE.to_json(), **body})
+        assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text

@@ -364,3 +364,31 @@ def test_learning_curves_follow_the_reports_and_mark_stopped_trials(
                 ".getAttribute('points').split(' ').length === 4",
             )
         assert not errors, errors
+
+
+@pytest.mark.slow
+def test_a_study_with_a_fidelity_plots_its_best_target_result_against_cost(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    _chromium()
+    make_study(api, study_name, fidelity={"parameter": "n", "cost": {"fixed": 1, "per_unit": 1}})
+    base = {"lr": 0.01, "opt": "adam"}
+    told = [({"x": 0.5, "n": 2}, 0.01), ({"x": 0.1, "n": 8}, 0.6), ({"x": 0.4, "n": 8}, 0.3)]
+    for params, value in told:  # the cheap one has the lowest value, but is no result
+        api.post(f"/studies/{study_name}/add", json={"params": {**base, **params}, "value": value})
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        _wait(page, "document.querySelector('#conv-cost svg') !== null")
+        assert page.locator("#conv-cost-figure").is_visible()
+        cost = page.locator("#conv-cost svg")
+        assert cost.get_attribute("data-points") == "3" and cost.get_attribute("data-lower") == "1"
+        assert page.locator("#conv-cost svg circle.obs.lower").count() == 1
+        # the best-so-far line ends at the best *target* result, 0.3, not at the cheap 0.01
+        lower = page.locator("#conv-trials svg circle.obs.lower")
+        assert lower.get_attribute("data-trial-id") == "1"  # the cheap value: a light dot ...
+        best_row = page.locator("#trials-table tr.best").get_attribute("data-trial-id")
+        assert best_row == "3"  # ... but the best is the target's 0.3
+        assert not errors, errors
+    plain = make_study(api, study_name + "-plain")
+    with _dashboard(f"{server.url}/?interval=300#{plain['name']}") as (page, errors):
+        _wait(page, "document.querySelector('#conv-trials svg') !== null")
+        assert not page.locator("#conv-cost-figure").is_visible()

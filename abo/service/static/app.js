@@ -32,8 +32,27 @@ function feasible(t, constraints) {
   });
 }
 
-function bestSoFar(trials, direction, constraints) {
-  // done trials in completion order; the best runs over the feasible ones only (null before one)
+function atTarget(t, fidelity) {
+  // abo's rule (abo.fidelity): with a fidelity, only trials at its target are results
+  if (!fidelity) return true;
+  const v = t.params[fidelity.parameter];
+  return typeof v === "number" ? Math.abs(v - fidelity.target) <= 1e-12 * Math.max(1, Math.abs(v)) : v === fidelity.target;
+}
+
+const evalSeconds = (t) => {
+  const s = (t.info || {}).eval_seconds;
+  return typeof s === "number" ? s : (t.finished_at !== null ? t.finished_at - t.created_at : 0);
+};
+
+function bestSoFar(trials, direction, constraints, fidelity) {
+  // done trials in completion order; the best runs over the feasible ones only (null before
+  // one), and with a fidelity over those at its target; ``cost`` is the evaluation seconds
+  // spent by every finished trial (stopped and failed ones too) when each one ended
+  const finished = trials.filter((t) => ["done", "stopped", "failed"].includes(t.state) && t.finished_at !== null)
+    .sort((a, b) => (a.finished_at - b.finished_at) || (a.id - b.id));
+  const spentBy = new Map();
+  let spent = 0;
+  for (const t of finished) { spent += evalSeconds(t); spentBy.set(t.id, spent); }
   const done = trials.filter((t) => t.state === "done" && t.value !== null)
     .sort((a, b) => (a.finished_at - b.finished_at) || (a.id - b.id));
   const t0 = trials.length ? Math.min(...trials.map((t) => t.created_at)) : 0;
@@ -41,8 +60,10 @@ function bestSoFar(trials, direction, constraints) {
   let best = null;
   const curve = done.map((t, i) => {
     const ok = feasible(t, constraints);
-    if (ok) best = best === null ? t.value : better(best, t.value);
-    return { n: i + 1, secs: t.finished_at - t0, value: t.value, best, id: t.id, feasible: ok };
+    const result = atTarget(t, fidelity);
+    if (ok && result) best = best === null ? t.value : better(best, t.value);
+    return { n: i + 1, secs: t.finished_at - t0, cost: spentBy.get(t.id) || 0, value: t.value, best,
+      id: t.id, feasible: ok, result };
   });
   // failed trials have no value: marked on the time axis where they ended
   const failed = trials.filter((t) => t.state === "failed" && t.finished_at !== null)
@@ -61,6 +82,7 @@ function stepPlot(target, { curve, failed }, xkey, label) {
   const W = 420, H = 240, L = 55, R = 10, T = 10, B = 30;
   const marks = xkey === "secs" ? failed : [];
   const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-points": curve.length,
+    "data-lower": curve.filter((p) => p.result === false).length,
     "data-infeasible": curve.filter((p) => !p.feasible).length, "data-failed": marks.length });
   if (!curve.length && !marks.length) {
     svg.appendChild(el("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no completed trials yet"));
@@ -83,9 +105,10 @@ function stepPlot(target, { curve, failed }, xkey, label) {
   svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, label));
   for (const p of curve) {
     const [cx, cy] = [x(p[xkey]), y(p.value)];
-    const c = p.feasible ? el("svg:circle", { class: "obs", cx, cy, r: 2.5, "data-trial-id": p.id })
+    const c = p.feasible ? el("svg:circle", { class: p.result === false ? "obs lower" : "obs", cx, cy, r: 2.5, "data-trial-id": p.id })
       : el("svg:path", { class: "obs infeasible", d: `M${cx - 3},${cy - 3}l6,6m0,-6l-6,6`, "data-trial-id": p.id });
-    c.appendChild(el("svg:title", {}, `trial ${p.id}: ${fmt(p.value)}${p.feasible ? "" : " (infeasible)"}`));
+    c.appendChild(el("svg:title", {}, `trial ${p.id}: ${fmt(p.value)}${p.feasible ? "" : " (infeasible)"}` +
+      (p.result === false ? " (below the target fidelity)" : "")));
     svg.appendChild(c);
   }
   for (const m of marks) {
@@ -340,9 +363,12 @@ async function refresh() {
         : constraints.length && st.done ? "; no feasible trial yet" : "");
     // Everything is fetched before anything is drawn, so the panels of one refresh agree.
     const { reports } = await getJSON(`/studies/${encodeURIComponent(study.name)}/reports`);
-    const curve = bestSoFar(trials, study.direction, constraints);
+    const fidelity = (study.spec || {}).fidelity || null;
+    const curve = bestSoFar(trials, study.direction, constraints, fidelity);
     stepPlot(document.getElementById("conv-trials"), curve, "n", "completed trials");
     stepPlot(document.getElementById("conv-time"), curve, "secs", "elapsed seconds");
+    document.getElementById("conv-cost-figure").hidden = !fidelity;
+    if (fidelity) stepPlot(document.getElementById("conv-cost"), curve, "cost", "evaluation seconds spent");
     parallelPlot(document.getElementById("parallel"), study, trials, null);
     document.getElementById("curves-figure").hidden = !reports.length;
     if (reports.length) curvesPlot(document.getElementById("curves"), reports, trials);

@@ -1,0 +1,68 @@
+"""The multi-fidelity and learning-curve harnesses (``benchmarks/fidelity.py``,
+``benchmarks/curves.py``) and their report: budgets, curves and what counts as a result."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import budget_report, curves, fidelity
+
+
+def test_a_fidelity_run_spends_its_budget_and_counts_target_evaluations_only() -> None:
+    run = fidelity.simulate_fidelity("augbranin", "auto", k=2, budget=5.0, seed=1)
+    spent, regrets, levels = run["spent"], run["regret"], run["fidelities"]
+    assert spent == sorted(spent) and 5.0 <= spent[-1] < 5.0 + 2 * fidelity.cost(1.0)
+    assert math.isclose(spent[-1], sum(fidelity.cost(s) for s in levels), rel_tol=1e-4)
+    first = levels.index(1.0) if 1.0 in levels else len(levels)
+    assert all(r is None for r in regrets[:first])  # no result before a target evaluation
+    assert all(r is not None and r >= 0 for r in regrets[first:])
+    assert any(s < 1.0 for s in levels)  # the design spans the fidelities
+    single = fidelity.simulate_fidelity("augbranin", "single", k=2, budget=5.0, seed=1)
+    assert set(single["fidelities"]) == {1.0} and single["regret"][0] is not None
+
+
+def test_the_augmented_problems_are_botorchs_at_the_target() -> None:
+    hart = fidelity.aughartmann()
+    x_star = np.array([0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573])
+    assert hart(x_star, 1.0) == pytest.approx(hart.optimum, abs=1e-4)
+    assert hart(x_star, 0.0) > hart(x_star, 1.0)  # the cheap fidelity is biased
+    rosen = fidelity.augrosenbrock()
+    assert rosen(np.full(4, 6.0 / 15.0), 1.0) == pytest.approx(0.0, abs=1e-12)  # x = 1
+    with pytest.raises(ValueError, match="expected 2 values"):
+        fidelity.augbranin()(np.zeros(3), 1.0)
+
+
+def test_curves_stop_diverge_and_only_full_runs_are_results() -> None:
+    problem = curves.synthetic()
+    rng = np.random.default_rng(0)
+    diverging = problem.curve(np.array([0.99, 0.5, 0.5, 0.5]), rng)
+    assert len(diverging) < problem.max_step and diverging[-1] > curves.DIVERGED
+    good = np.array([0.55, 0.65, 0.4, 0.5])
+    assert problem.final(good) == pytest.approx(problem.optimum, abs=1e-3)
+    run = curves.simulate_curves("curves", "random+asha", k=3, budget=200, seed=0)
+    assert run["stopped"] > 0 and run["trials"] == run["stopped"] + run["full"] + run["failed"]
+    assert run["steps"][-1] <= 200 + 3 * problem.max_step
+    full_seen = [r is not None for r in run["regret"]]
+    assert full_seen == sorted(full_seen)  # None until the first full run, then a value
+    pruned = curves.simulate_curves("curves", "tpe+sh", k=3, budget=120, seed=0)
+    assert pruned["stopped"] > 0
+
+
+def test_the_budget_report_marks_the_best_and_the_budget_to_reach_a_reference(
+    tmp_path: Path,
+) -> None:
+    def record(method: str, seed: int, regrets: list[float]) -> dict:
+        steps = [10 * (i + 1) for i in range(len(regrets))]
+        return {"method": method, "problem": "p", "k": 4, "budget": 40, "seed": seed,
+                "steps": steps, "regret": regrets}  # fmt: skip
+
+    runs = [record("slow", s, [1.0, 0.5, 0.2, 0.1]) for s in range(6)]
+    runs += [record("fast", s, [0.2, 0.1, 0.01, 0.01]) for s in range(6)]
+    text = budget_report.write(runs, "steps", "steps", tmp_path, "t", reference="slow")
+    fast = next(line for line in text.splitlines() if line.startswith("| fast"))
+    assert "**" in fast and fast.rstrip(" |").endswith("0.50")  # 0.1 reached at 20 of 40
+    assert (tmp_path / "p-k4.png").stat().st_size > 0
