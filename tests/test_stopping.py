@@ -142,7 +142,28 @@ def test_reports_on_unknown_or_finished_trials_are_refused(tmp_path) -> None:
     assert study.reports() == {}
 
 
-def test_a_stopped_trial_is_modelled_at_its_last_value_but_is_never_the_best() -> None:
+def test_a_stopped_trial_is_modelled_where_finished_runs_went_from_its_step() -> None:
+    study = abo.create_study(SPACE, strategy="qlognei", seed=2, n_initial=3, stopping="asha")
+    a, b, c, d = study.ask_batch(4)
+    for trial, curve in ((a, [1.0, 0.5, 0.3]), (b, [0.8, 0.6, 0.2])):  # two finished runs
+        for step, value in enumerate(curve, 1):
+            study.report(trial.id, step, value)
+        study.tell(trial.id, curve[-1])
+    assert study.report(c.id, 1, 1.4) is True  # behind both at rung 1: stopped
+    proposer = study._proposer
+    observed, _, Y = proposer.observations(study.trials, study.reports())
+    modelled = {t.id: -float(y) for t, y in zip(observed, Y[:, 0], strict=True)}  # utilities
+    # from step 1 the finished runs gained -0.7 and -0.6: the median, -0.65, is added
+    assert modelled[c.id] == pytest.approx(1.4 - 0.65)
+    assert modelled[a.id] == 0.3 and modelled[b.id] == 0.2  # finished runs as told
+    assert d.id not in modelled  # running: not an observation
+    # without reports (or before any run finished) the stopped trial is at its last value
+    observed, _, Y = proposer.observations(study.trials)
+    assert -float(Y[[t.id for t in observed].index(c.id), 0]) == 1.4
+    assert study.trial(c.id).value == 1.4  # what the trial holds is what it reported
+
+
+def test_a_stopped_trial_is_modelled_but_is_never_the_best() -> None:
     study = abo.create_study(SPACE, strategy="qlognei", seed=2, n_initial=3, stopping="asha")
     first, second, third = study.ask_batch(3)
     assert not study.report(first.id, 1, 0.1)
