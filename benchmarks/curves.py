@@ -30,7 +30,8 @@ and ``auto+median`` (with abo's stopping rules), ``auto+fidelity`` (the same ASH
 epochs a fidelity the strategy chooses, with the reports as observations at their steps),
 ``random+asha``, and Optuna's ``TPESampler`` with the ``HyperbandPruner`` (``tpe+hyperband``)
 and the ``SuccessiveHalvingPruner`` (``tpe+sh``), each at minimum resource 1 and reduction
-factor 3 like abo's ASHA.
+factor 3 like abo's ASHA; with ``syne-tune`` installed (optional), Syne Tune's ``ASHA``
+(``st-asha``) and ``BOHB`` (``st-bohb``; the installable Syne Tune 0.16 has no MOBSTER).
 
 Example:
     >>> record = simulate_curves("curves", "random+asha", k=2, budget=60, seed=0)
@@ -301,6 +302,61 @@ class OptunaCurves:
         self.study.tell(handle, state=self.optuna.trial.TrialState.FAIL)
 
 
+class SyneTuneCurves:
+    """Syne Tune's ``ASHA`` (random configurations, stopping variant) or ``BOHB`` (a TPE-like
+    model of what starts, ASHA for what stops), driven through its scheduler interface:
+    ``suggest``, ``on_trial_result`` (continue or stop), ``on_trial_complete``.
+
+    Optional: ``pip install syne-tune`` (0.16 is what installs here; it no longer ships
+    MOBSTER, its GP-based multi-fidelity searcher, so ``BOHB`` is its model-based method)."""
+
+    def __init__(self, problem: CurveProblem, seed: int, k: int, kind: str) -> None:
+        from syne_tune.config_space import uniform
+        from syne_tune.optimizer.baselines import ASHA as SyneASHA
+        from syne_tune.optimizer.baselines import BOHB
+
+        self.names = [f"x{i}" for i in range(problem.dim)]
+        space: dict[str, Any] = {n: uniform(0.0, 1.0) for n in self.names}
+        space["epochs"] = problem.max_step
+        made = {"asha": SyneASHA, "bohb": BOHB}[kind]
+        self.scheduler = made(
+            space, metric="loss", time_attr="epoch", max_t=problem.max_step, do_minimize=True,
+            random_seed=seed, grace_period=1, reduction_factor=3,
+        )  # fmt: skip
+        self.count = 0
+        self.max_step = problem.max_step
+
+    def ask(self, max_step: int) -> tuple[Any, np.ndarray, int]:
+        import datetime
+
+        from syne_tune.backend.trial_status import Trial
+
+        suggestion = self.scheduler.suggest()
+        trial = Trial(
+            trial_id=self.count, config=suggestion.config, creation_time=datetime.datetime.now()
+        )
+        self.count += 1
+        self.scheduler.on_trial_add(trial)
+        return trial, np.array([trial.config[n] for n in self.names]), max_step
+
+    def report(self, handle: Any, step: int, value: float) -> bool:
+        from syne_tune.optimizer.scheduler import SchedulerDecision
+
+        if step >= self.max_step:  # its last step: Syne Tune says STOP there, meaning done
+            return False  # (``tell`` reports it as the trial's completion)
+        decision = self.scheduler.on_trial_result(handle, {"loss": value, "epoch": step})
+        if decision == SchedulerDecision.STOP:
+            self.scheduler.on_trial_remove(handle)
+            return True
+        return False
+
+    def tell(self, handle: Any, value: float, seconds: float) -> None:
+        self.scheduler.on_trial_complete(handle, {"loss": value, "epoch": handle.config["epochs"]})
+
+    def fail(self, handle: Any, seconds: float) -> None:
+        self.scheduler.on_trial_error(handle)
+
+
 ASHA = {"rule": "asha", "min_step": 1, "reduction_factor": 3}
 METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "auto": lambda p, s, k: AboCurves(p, s, k),
@@ -314,8 +370,11 @@ METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     ),
     "tpe+hyperband": lambda p, s, k: OptunaCurves(p, s, k, "hyperband"),
     "tpe+sh": lambda p, s, k: OptunaCurves(p, s, k, "sh"),
+    "st-asha": lambda p, s, k: SyneTuneCurves(p, s, k, "asha"),
+    "st-bohb": lambda p, s, k: SyneTuneCurves(p, s, k, "bohb"),
 }
-CURVE_METHODS = tuple(METHODS)
+OPTIONAL = ("st-asha", "st-bohb")  # need syne-tune installed (not a dependency of abo)
+CURVE_METHODS = tuple(m for m in METHODS if m not in OPTIONAL)
 
 
 def simulate_curves(problem: str, method: str, k: int, budget: int, seed: int) -> dict[str, Any]:
