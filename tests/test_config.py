@@ -125,3 +125,10 @@ def test_a_study_file_with_a_fidelity_runs_it_and_counts_target_results_only(
     assert len(trials) >= 10 and {t.proposal.arm for t in trials[4:]} == {"multifidelity"}
     assert study.best is not None and study.best.params["mesh"] == 32
     assert all(t.info["eval_seconds"] > 0 for t in trials if t.state is abo.TrialState.DONE)
+    for args in (["best", str(path), "--format", "json"], ["plot", str(path), "--kind", "cost"]):
+        out = subprocess.run([sys.executable, "-m", "abo.cli", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        if args[0] == "best":
+            assert '"mesh": 32' in out.stdout.replace("\n", " ")
+    assert (tmp_path / "two-cost.png").read_bytes()[:4] == b"\x89PNG"

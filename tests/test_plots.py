@@ -221,3 +221,28 @@ def test_pareto_rings_exactly_the_front_in_every_pair_of_objectives(tmp_path: Pa
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="one objective"):
         plots.pareto_figure(trials, two[:1])
+
+
+def test_the_cost_curve_spends_every_finished_trial_and_counts_results_only(
+    tmp_path: Path,
+) -> None:
+    def timed(i: int, state: TrialState, mesh: int, seconds: float, value: float | None) -> Trial:
+        info = {"eval_seconds": seconds}
+        params = {"x": 0.1 * i, "mesh": mesh}
+        return Trial(i, "s", params, state, value=value, info=info, finished_at=float(i))
+
+    trials = [
+        timed(1, TrialState.DONE, 4, 1.0, 0.2),  # cheap and low: no result
+        timed(2, TrialState.DONE, 32, 8.0, 0.9),
+        timed(3, TrialState.FAILED, 32, 3.0, None),  # failed: its time is spent all the same
+        timed(4, TrialState.DONE, 32, 8.0, 0.5),
+        Trial(5, "s", {"x": 0.5, "mesh": 32}, TrialState.RUNNING),
+    ]
+    at_target = lambda t: t.params["mesh"] == 32  # noqa: E731
+    curve = plots.cost_curve(trials, "minimize", counts=at_target)
+    assert [(spent, best, t.id) for spent, best, t in curve] == [
+        (1.0, None, 1), (9.0, 0.9, 2), (12.0, 0.9, 3), (20.0, 0.5, 4)
+    ]  # fmt: skip
+    assert plots.cost_curve(trials, "minimize")[0][1] == 0.2  # without a fidelity: all count
+    png = plots.cost(trials, "minimize", tmp_path / "cost.png", fidelity="mesh", counts=at_target)
+    assert mpimg.imread(png).shape[0] > 100
