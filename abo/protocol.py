@@ -50,6 +50,10 @@ class StudyLike(Protocol):
     @property
     def trials(self) -> list[Trial]: ...
 
+    def trials_dataframe(self) -> Any:
+        """Every trial as a ``pandas.DataFrame`` (``abo.dataframe``)."""
+        ...
+
     @property
     def pending(self) -> list[Trial]: ...
 

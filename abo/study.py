@@ -280,6 +280,14 @@ class Study:
             )
         return objectives
 
+    def trials_dataframe(self) -> Any:
+        """Every trial as a ``pandas.DataFrame``: parameters, outcomes, state, times, worker,
+        retry lineage and the proposing strategy as columns (``abo.dataframe``; pandas is the
+        optional extra ``abo[pandas]``)."""
+        from abo.dataframe import trials_dataframe
+
+        return trials_dataframe(self.trials, self.spec)
+
     def trial(self, trial_id: int) -> Trial:
         """One trial by id (``TrialNotFoundError`` if unknown)."""
         return self._storage.trial(self._record, _check_trial_id(trial_id))

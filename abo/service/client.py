@@ -301,6 +301,12 @@ class RemoteStudy:
         """Every trial, in id order."""
         return self._list()
 
+    def trials_dataframe(self) -> Any:
+        """Every trial as a ``pandas.DataFrame``, as ``abo.Study.trials_dataframe``."""
+        from abo.dataframe import trials_dataframe
+
+        return trials_dataframe(self.trials, self.spec)
+
     @property
     def pending(self) -> list[Trial]:
         """The running trials."""

@@ -93,6 +93,14 @@ def test_killed_worker_loses_the_trial_and_retries_it(executor: DaskExecutor) ->
     assert {t.retry_of for t in retries} == {t.id for t in lost}
     assert all(t.params == study.trial(t.retry_of).params for t in retries)
     assert result.n_done == 4  # the budget finished despite the death
+    frame = study.trials_dataframe().set_index("id")  # the lineage, as a table
+    for t in retries:
+        assert frame.loc[t.id, "retry_of"] == t.retry_of and frame.loc[t.id, "attempt"] == 1
+        assert frame.loc[t.retry_of, "state"] == "lost"
+    done = frame[frame["state"] == "done"]
+    assert len(done) == 4 and done["worker"].str.contains(":").all()
+    assert done["worker"].nunique() >= 2 and f":{os.getpid()}" not in "".join(done["worker"])
+    assert (done["eval_seconds"] >= 1.0).all()  # _sleepy's evaluations
 
 
 def test_poison_objective_fails_after_two_worker_deaths(executor: DaskExecutor) -> None:

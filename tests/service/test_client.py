@@ -90,7 +90,9 @@ def test_ask_tell_and_errors_map_back(client: Client, study_name: str) -> None:
     assert [t.id for t in again.trials] == [1, 2, 3, 4]
 
 
-def test_optimize_with_threads_against_the_service(client: Client, study_name: str) -> None:
+def test_optimize_with_threads_against_the_service(
+    client: Client, server: Server, study_name: str
+) -> None:
     study = client.create_study(SPACE, name=study_name, strategy="random", seed=1)
 
     def slow(p: dict) -> float:
@@ -106,6 +108,10 @@ def test_optimize_with_threads_against_the_service(client: Client, study_name: s
     assert all(t.value == pytest.approx(objective(t.params)) for t in done)
     assert all("worker" in t.info and t.info["finished"] >= t.info["started"] for t in done)
     assert result.best.value == min(t.value for t in done)
+    remote = client.load_study(study_name).trials_dataframe()
+    local = abo.load_study(study_name, storage=server.storage).trials_dataframe()
+    assert remote.equals(local) and len(remote) == 20  # the same table over HTTP
+    assert remote["worker"].notna().all() and (remote["eval_seconds"] >= 0.02).all()
 
 
 @pytest.mark.slow
