@@ -15,16 +15,15 @@ import time
 from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Group
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from abo.exceptions import AboError, DuplicatedStudyError, StudyNotFoundError
+from abo.progress import Progress
 from abo.service.commands import make_console, print_error, storage_label
 from abo.service.commands import register as _register_service
 
@@ -35,81 +34,6 @@ app = typer.Typer(
     add_completion=False,
 )
 err = make_console(stderr=True)
-
-
-class Progress:
-    """A live panel: completed / running / failed, best so far (of several objectives: the
-    size of the Pareto front so far), elapsed."""
-
-    def __init__(self, total: int, direction: str, workers: int = 0, objectives: Any = ()) -> None:
-        self.total = total
-        self.direction = direction
-        self.workers = workers
-        self.busy = 0.0
-        self.done = self.failed = self.lost = self.running = self.stopped = 0
-        self.best: float | None = None
-        self.best_id: int | None = None
-        self.objectives = tuple(objectives) if direction == "multi" else ()
-        self.front: list[tuple[float, ...]] = []  # utilities of the front so far
-        self.start = time.time()
-
-    def _join_front(self, values: Any) -> None:
-        """Add a done trial's values to the front so far (``abo.pareto``'s rule over the front
-        and the new point: each update costs the front's size, not the study's)."""
-        import torch
-
-        from abo.pareto import pareto_mask
-
-        try:
-            u = [o.sign * float(values[o.name]) for o in self.objectives]
-        except (KeyError, TypeError, ValueError):
-            return
-        U = torch.tensor([*self.front, u], dtype=torch.double)
-        self.front = [tuple(row) for row in U[pareto_mask(U)].tolist()]
-
-    def update(self, study: object, trial: object) -> None:
-        from abo.trial import TrialState
-
-        state = trial.state  # type: ignore[attr-defined]
-        self.busy += float(trial.info.get("eval_seconds", 0.0))  # type: ignore[attr-defined]
-        if state is TrialState.DONE:
-            self.done += 1
-            if self.objectives:
-                self._join_front(trial.values)  # type: ignore[attr-defined]
-            value = trial.value  # type: ignore[attr-defined]
-            better = value is not None and (
-                self.best is None
-                or (value < self.best if self.direction == "minimize" else value > self.best)
-            )
-            if better:
-                self.best, self.best_id = value, trial.id  # type: ignore[attr-defined]
-        elif state is TrialState.FAILED:
-            self.failed += 1
-        elif state is TrialState.STOPPED:
-            self.stopped += 1
-        elif state is TrialState.LOST:
-            self.lost += 1
-        self.running = len(study.pending)  # type: ignore[attr-defined]
-
-    def __rich__(self) -> Group:
-        table = Table.grid(padding=(0, 2))
-        table.add_row(
-            Text(f"completed {self.done + self.failed + self.stopped}/{self.total}", style="bold"),
-            f"running {self.running}",
-            *([f"stopped {self.stopped}"] if self.stopped else []),
-            f"failed {self.failed}",
-            f"lost {self.lost}",
-            f"elapsed {time.time() - self.start:5.1f} s",
-        )
-        elapsed = max(1e-9, time.time() - self.start)
-        util = f"utilization ≥{self.busy / (self.workers * elapsed):.2f}" if self.workers else ""
-        if self.objectives:
-            front = f"Pareto front {len(self.front)} trial{'s' if len(self.front) != 1 else ''}"
-            table.add_row(Text(f"so far: {front}", style="green"), util)
-            return Group(table)
-        best = "—" if self.best is None else f"{self.best:.6g} (trial {self.best_id})"
-        table.add_row(Text(f"best so far {best}", style="green"), util)
-        return Group(table)
 
 
 def _version(value: bool) -> None:
@@ -211,6 +135,7 @@ def demo(
                     n_workers=workers,
                     executor=executor,
                     callback=progress.update,
+                    verbosity=0,  # this command's own panel
                 )
     except AboError as exc:
         raise _fail(exc) from None
@@ -329,6 +254,7 @@ def run(
                     trial_timeout=trial_timeout,
                     grace=grace,
                     lookahead=lookahead,
+                    verbosity=0,  # this command's own panel (or lines, with --quiet)
                 )
         finally:
             executor.close()

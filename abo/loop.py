@@ -54,11 +54,11 @@ import traceback
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from abo import signals
+from abo import progress, signals
 from abo.exceptions import (
     AboError,
     FailureRateExceeded,
@@ -508,11 +508,14 @@ def run(
     grace: float = 30.0,
     lookahead: int | str = "auto",
     clock: Callable[[], float] = time.time,
+    verbosity: int | str = "auto",
 ) -> OptimizeResult:
     """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``).
 
     ``lookahead`` (``"auto"``, or a fixed number of evaluations queued at the executor
     beyond the workers; ``0`` proposes in the driver, reproducibly): see the module's notes.
+    ``verbosity``: ``"auto"`` shows ``abo run``'s live panel on standard error when it is a
+    terminal; 0 never, 1 always, 2 with a line per finished trial (``abo.progress``).
 
     Raises:
         FailureRateExceeded: the failure guard stopped the run (after draining it).
@@ -525,6 +528,7 @@ def run(
     ):
         raise AboError(f"lookahead: expected 'auto' or a non-negative integer, got {lookahead!r}")
     fixed = 0 if auto else int(lookahead)
+    level = progress.resolve(verbosity)
     if trial_timeout is not None and not trial_timeout > 0:
         raise AboError(f"trial_timeout: expected a positive number, got {trial_timeout!r}")
     own = executor is None
@@ -562,6 +566,15 @@ def run(
         send = open_reports(lambda request: answer(study, request))
 
     submit_seconds = [0.0]  # the latest submission's driver time (for the automatic size)
+    display = ExitStack()  # the live panel, while the loop runs (verbosity)
+    shown = display.enter_context(progress.shown(level, n_trials, study, workers))
+    if shown is not None:
+        users = callback
+
+        def callback(s: Study, t: Trial) -> None:
+            shown(s, t)
+            if users is not None:
+                users(s, t)
 
     def launch(trials: list[Trial]) -> None:
         for trial in trials:
@@ -674,6 +687,7 @@ def run(
             close_reports()
         if own:
             executor.close()
+        display.close()
     result.stopped = stop.reason
     several = study.direction == "multi"
     result.best = study.best if not several else None  # no single best

@@ -549,7 +549,10 @@ class Study:
                 executor beyond the workers, so a freed worker starts the next at once;
                 ``"auto"``, the default, sizes the queue from the measured seconds per
                 proposal and per evaluation; ``0`` proposes after each tell, in the driver,
-                for exactly reproducible runs; a number fixes the queue), ``clock``.
+                for exactly reproducible runs; a number fixes the queue), ``verbosity``
+                (``"auto"``: ``abo run``'s live progress panel on standard error when it is a
+                terminal, nothing otherwise; 0 silent, 1 the panel, 2 the panel and a line per
+                finished trial), ``clock``.
         """
         from abo.loop import run
 

@@ -1,0 +1,139 @@
+"""The live progress panel of a running optimisation: ``abo run``'s, ``abo demo``'s, and
+``study.optimize``'s when it runs in a terminal (``verbosity``).
+
+Completed, running, stopped, failed and lost trials, the best value so far (of several
+objectives: the size of the Pareto front so far), elapsed time and a lower bound of worker
+utilization, refreshed by ``rich.live.Live`` as results arrive (``update`` is the loop's
+callback).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from abo.exceptions import AboError
+
+VERBOSITY = ("auto", 0, 1, 2)
+"""``study.optimize(..., verbosity=)``: ``"auto"`` (the default: 1 when standard error is a
+terminal, else 0), 0 (silent), 1 (the live panel), 2 (the panel and a line per finished
+trial)."""
+
+
+class Progress:
+    """A live panel: completed / running / failed, best so far (of several objectives: the
+    size of the Pareto front so far), elapsed."""
+
+    def __init__(self, total: int, direction: str, workers: int = 0, objectives: Any = ()) -> None:
+        self.total = total
+        self.direction = direction
+        self.workers = workers
+        self.busy = 0.0
+        self.done = self.failed = self.lost = self.running = self.stopped = 0
+        self.best: float | None = None
+        self.best_id: int | None = None
+        self.objectives = tuple(objectives) if direction == "multi" else ()
+        self.front: list[tuple[float, ...]] = []  # utilities of the front so far
+        self.start = time.time()
+
+    def _join_front(self, values: Any) -> None:
+        """Add a done trial's values to the front so far (``abo.pareto``'s rule over the front
+        and the new point: each update costs the front's size, not the study's)."""
+        import torch
+
+        from abo.pareto import pareto_mask
+
+        try:
+            u = [o.sign * float(values[o.name]) for o in self.objectives]
+        except (KeyError, TypeError, ValueError):
+            return
+        U = torch.tensor([*self.front, u], dtype=torch.double)
+        self.front = [tuple(row) for row in U[pareto_mask(U)].tolist()]
+
+    def update(self, study: object, trial: object) -> None:
+        from abo.trial import TrialState
+
+        state = trial.state  # type: ignore[attr-defined]
+        self.busy += float(trial.info.get("eval_seconds", 0.0))  # type: ignore[attr-defined]
+        if state is TrialState.DONE:
+            self.done += 1
+            if self.objectives:
+                self._join_front(trial.values)  # type: ignore[attr-defined]
+            value = trial.value  # type: ignore[attr-defined]
+            better = value is not None and (
+                self.best is None
+                or (value < self.best if self.direction == "minimize" else value > self.best)
+            )
+            if better:
+                self.best, self.best_id = value, trial.id  # type: ignore[attr-defined]
+        elif state is TrialState.FAILED:
+            self.failed += 1
+        elif state is TrialState.STOPPED:
+            self.stopped += 1
+        elif state is TrialState.LOST:
+            self.lost += 1
+        self.running = len(study.pending)  # type: ignore[attr-defined]
+
+    def __rich__(self) -> Group:
+        table = Table.grid(padding=(0, 2))
+        table.add_row(
+            Text(f"completed {self.done + self.failed + self.stopped}/{self.total}", style="bold"),
+            f"running {self.running}",
+            *([f"stopped {self.stopped}"] if self.stopped else []),
+            f"failed {self.failed}",
+            f"lost {self.lost}",
+            f"elapsed {time.time() - self.start:5.1f} s",
+        )
+        elapsed = max(1e-9, time.time() - self.start)
+        util = f"utilization ≥{self.busy / (self.workers * elapsed):.2f}" if self.workers else ""
+        if self.objectives:
+            front = f"Pareto front {len(self.front)} trial{'s' if len(self.front) != 1 else ''}"
+            table.add_row(Text(f"so far: {front}", style="green"), util)
+            return Group(table)
+        best = "—" if self.best is None else f"{self.best:.6g} (trial {self.best_id})"
+        table.add_row(Text(f"best so far {best}", style="green"), util)
+        return Group(table)
+
+
+def resolve(verbosity: Any) -> int:
+    """``verbosity`` as 0, 1 or 2 (``"auto"``: 1 on a terminal); ``AboError`` otherwise."""
+    if verbosity == "auto" or verbosity is None:
+        return 1 if sys.stderr.isatty() else 0
+    if isinstance(verbosity, bool) or verbosity not in (0, 1, 2):
+        raise AboError(
+            f"verbosity: expected 'auto', 0 (silent), 1 (a progress panel) or 2 (the panel "
+            f"and a line per trial), got {verbosity!r}",
+            field="verbosity",
+        )
+    return int(verbosity)
+
+
+@contextmanager
+def shown(
+    level: int, total: int, study: Any, workers: int | None
+) -> Iterator[Callable[[Any, Any], None] | None]:
+    """While the block runs, the live panel on standard error (``level`` 1 or 2); yields its
+    callback for each finished trial (``None`` at level 0: nothing is shown)."""
+    if level <= 0:
+        yield None
+        return
+    from rich.live import Live
+
+    console = Console(stderr=True)
+    progress = Progress(total, study.direction, workers or 0, study.spec.objectives)
+
+    def update(s: Any, trial: Any) -> None:
+        progress.update(s, trial)
+        if level >= 2:
+            value = "" if trial.value is None else f" value {trial.value:.6g}"
+            console.print(f"trial {trial.id} {trial.state.value}{value}", highlight=False)
+
+    with Live(progress, console=console, refresh_per_second=4, transient=False):
+        yield update
