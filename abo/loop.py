@@ -77,6 +77,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("abo")
 
 
+def worker_label() -> str:
+    """Which worker runs this evaluation: ``host:pid`` for a process's main thread, and
+    ``host:pid/thread`` in a pool's thread (threads of one process are workers of their own:
+    a ``ThreadExecutor``'s ``abo-worker_0``, ``abo-worker_1``, ...)."""
+    label = f"{socket.gethostname()}:{os.getpid()}"
+    thread = threading.current_thread()
+    return label if thread is threading.main_thread() else f"{label}/{thread.name}"
+
+
 def evaluate(
     objective: Callable[..., Any],
     params: dict[str, Any],
@@ -93,7 +102,7 @@ def evaluate(
     ``finished`` times and ``worker``.
     """
     started = time.time()
-    report: dict[str, Any] = {"worker": f"{socket.gethostname()}:{os.getpid()}", "started": started}
+    report: dict[str, Any] = {"worker": worker_label(), "started": started}
     context = dict(trial or {})
     bind = getattr(send, "bind", None)
     if bind is not None:

@@ -12,9 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
+import abo
+
 from .conftest import Server, make_study, objective
 
 CHROMIUM = "/usr/bin/chromium"
+SPACE_FOR_TIMELINE = {"x": abo.Float(0.0, 1.0)}
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -392,3 +395,46 @@ def test_a_study_with_a_fidelity_plots_its_best_target_result_against_cost(
     with _dashboard(f"{server.url}/?interval=300#{plain['name']}") as (page, errors):
         _wait(page, "document.querySelector('#conv-trials svg') !== null")
         assert not page.locator("#conv-cost-figure").is_visible()
+
+
+@pytest.mark.slow
+def test_the_timeline_has_a_lane_per_worker_thread_and_the_running_trials(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    import time
+
+    from abo.executors import ThreadExecutor
+    from abo.service import Client
+
+    _chromium()
+    with Client(server.url) as client:
+        study = client.create_study(SPACE_FOR_TIMELINE, name=study_name, strategy="random", seed=4)
+
+        def sleepy(p: dict) -> float:
+            time.sleep(0.05)
+            if p["x"] < 0.2:
+                raise ValueError("a region that fails")
+            return p["x"]
+
+        with ThreadExecutor(3) as executor:
+            study.optimize(sleepy, n_trials=12, executor=executor, guard=None, verbosity=0)
+        running = study.ask()
+        trials = study.trials
+    finished = [t for t in trials if t.state.value != "running"]
+    workers = {t.info["worker"] for t in finished}
+    assert len(workers) == 3 and all("/abo-worker" in w for w in workers)  # threads apart
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        _wait(page, "document.querySelector('#timeline svg') !== null")
+        svg = page.locator("#timeline svg")
+        assert svg.get_attribute("data-lanes") == "3" and svg.get_attribute("data-running") == "1"
+        assert svg.get_attribute("data-bars") == str(len(trials))
+        bar = page.locator(f"#timeline rect[data-trial-id='{running.id}']")
+        assert bar.get_attribute("data-state") == "running"
+        for t in finished:
+            drawn = page.locator(f"#timeline rect[data-trial-id='{t.id}']")
+            assert drawn.get_attribute("data-state") == t.state.value
+            assert drawn.get_attribute("data-worker") == t.info["worker"]
+        assert {t.state.value for t in finished} == {"done", "failed"}
+        if os.environ.get("ABO_SCREENSHOT"):  # keep a copy to look at
+            page.screenshot(path=os.environ["ABO_SCREENSHOT"], full_page=True)
+        assert not errors, errors

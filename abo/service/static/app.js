@@ -294,6 +294,53 @@ function curvesPlot(target, reports, trials) {
   target.replaceChildren(svg);
 }
 
+function timelinePlot(target, trials) {
+  // one lane per worker (the loop's host:pid, and /thread for a pool's threads) with a bar
+  // per finished trial coloured by its state, then one lane per running trial (its worker is
+  // known when it ends) from its creation to now: gaps are idle workers
+  const W = 860, L = 150, R = 10, T = 6, B = 24, LANE = 16;
+  const now = Date.now() / 1000;
+  const lanes = new Map();
+  const bars = [];
+  for (const t of trials) {
+    if (t.state === "running") continue;
+    const start = (t.info || {}).started ?? t.created_at, end = (t.info || {}).finished ?? t.finished_at;
+    if (typeof start !== "number" || typeof end !== "number") continue;
+    const worker = String((t.info || {}).worker ?? "told by hand");
+    if (!lanes.has(worker)) lanes.set(worker, lanes.size);
+    bars.push({ t, start, end, worker });
+  }
+  const names = [...lanes.keys()].sort();
+  names.forEach((n, i) => lanes.set(n, i));
+  const running = trials.filter((t) => t.state === "running").sort((a, b) => a.id - b.id);
+  running.forEach((t, i) => bars.push({ t, start: t.created_at, end: now, worker: `running ${i + 1}`, open: true }));
+  const rows = names.length + running.length;
+  const H = T + B + LANE * Math.max(1, rows);
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-lanes": names.length,
+    "data-running": running.length, "data-bars": bars.length });
+  if (!bars.length) {
+    svg.appendChild(el("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no trials yet"));
+    target.replaceChildren(svg); return;
+  }
+  const t0 = Math.min(...bars.map((b) => b.start)), t1 = Math.max(...bars.map((b) => b.end));
+  const x = scale(t0, t1, L, W - R);
+  const laneOf = (b) => b.open ? names.length + running.indexOf(b.t) : lanes.get(b.worker);
+  [...names, ...running.map((_, i) => `running ${i + 1}`)].forEach((n, i) =>
+    svg.appendChild(el("svg:text", { x: L - 4, y: T + LANE * i + LANE * 0.7, "text-anchor": "end" }, n.length > 26 ? "…" + n.slice(-25) : n)));
+  for (const b of bars) {
+    const y = T + LANE * laneOf(b) + 2;
+    const rect = el("svg:rect", { class: `bar bar-${b.t.state}`, x: x(b.start), y, height: LANE - 4,
+      width: Math.max(1, x(b.end) - x(b.start)), fill: CURVE_COLOURS[b.t.state] || "#999",
+      "data-trial-id": b.t.id, "data-state": b.t.state, "data-worker": b.worker });
+    rect.appendChild(el("svg:title", {}, `trial ${b.t.id} ${b.t.state}${b.open ? " (running)" : ` on ${b.worker}`}`));
+    svg.appendChild(rect);
+  }
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" },
+    `seconds (${fmt(t1 - t0)} from the first trial's start)`));
+  target.replaceChildren(svg);
+}
+
 function table(study, trials, front) {
   const names = Object.keys(study.space);
   const objectives = front === null ? [] : objectivesOf(study).map((o) => o.name);
@@ -372,6 +419,7 @@ async function refresh() {
     parallelPlot(document.getElementById("parallel"), study, trials, null);
     document.getElementById("curves-figure").hidden = !reports.length;
     if (reports.length) curvesPlot(document.getElementById("curves"), reports, trials);
+    timelinePlot(document.getElementById("timeline"), trials);
     table(study, trials, null);
     return;
   }
@@ -388,6 +436,7 @@ async function refresh() {
     `${study.strategy}, ${said}; ${counts}${feasibleSaid}; Pareto front of ${front.size}${volume}`;
   paretoPlot(document.getElementById("pareto"), objectives, constraints, trials, front);
   parallelPlot(document.getElementById("parallel"), study, trials, front);
+  timelinePlot(document.getElementById("timeline"), trials);
   table(study, trials, front);
 }
 
