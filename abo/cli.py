@@ -26,6 +26,7 @@ from abo.exceptions import AboError, DuplicatedStudyError, StudyNotFoundError
 from abo.progress import Progress
 from abo.service.commands import make_console, print_error, storage_label
 from abo.service.commands import register as _register_service
+from abo.service.exchange import register as _register_exchange
 
 app = typer.Typer(
     name="abo",
@@ -313,6 +314,7 @@ def list_strategies() -> None:
 
 
 _register_service(app)
+_register_exchange(app)
 
 
 def main() -> None:
