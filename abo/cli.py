@@ -24,6 +24,7 @@ from rich.table import Table
 
 from abo.exceptions import AboError, DuplicatedStudyError, StudyNotFoundError
 from abo.progress import Progress
+from abo.service.analysis_commands import register as _register_analysis
 from abo.service.commands import make_console, print_error, storage_label
 from abo.service.commands import register as _register_service
 from abo.service.exchange import register as _register_exchange
@@ -315,6 +316,7 @@ def list_strategies() -> None:
 
 _register_service(app)
 _register_exchange(app)
+_register_analysis(app)
 
 
 def main() -> None:

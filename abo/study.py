@@ -288,6 +288,16 @@ class Study:
 
         return trials_dataframe(self.trials, self.spec)
 
+    def importance(self, objective: str | None = None) -> dict[str, dict[str, float]]:
+        """Which parameters matter, most important first: per parameter the GP's first-order
+        and total Sobol indices (``sobol``, ``total``), its ``lengthscale``, and the
+        model-free ``eta2`` of the observed values (``abo.analysis``). ``objective``: which
+        one, in a study of several."""
+        from abo.analysis import importance
+
+        ranked = importance(self.spec, self.trials, objective)
+        return {i.name: {k: v for k, v in i.to_json().items() if k != "name"} for i in ranked}
+
     def trial(self, trial_id: int) -> Trial:
         """One trial by id (``TrialNotFoundError`` if unknown)."""
         return self._storage.trial(self._record, _check_trial_id(trial_id))

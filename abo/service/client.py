@@ -301,6 +301,14 @@ class RemoteStudy:
         """Every trial, in id order."""
         return self._list()
 
+    def importance(self, objective: str | None = None) -> dict[str, dict[str, float]]:
+        """Which parameters matter, as ``abo.Study.importance`` (computed here, from the
+        study's trials)."""
+        from abo.analysis import importance
+
+        ranked = importance(self.spec, self.trials, objective)
+        return {i.name: {k: v for k, v in i.to_json().items() if k != "name"} for i in ranked}
+
     def trials_dataframe(self) -> Any:
         """Every trial as a ``pandas.DataFrame``, as ``abo.Study.trials_dataframe``."""
         from abo.dataframe import trials_dataframe

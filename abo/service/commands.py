@@ -94,6 +94,10 @@ class Kind(StrEnum):
     pareto = "pareto"
     curves = "curves"
     cost = "cost"
+    importance = "importance"
+    slice = "slice"
+    contour = "contour"
+    cv = "cv"
 
 
 STUDY_HELP = (
@@ -523,17 +527,28 @@ def best(
     _emit([_trial_row(trial, spec=found.spec)], format, f"best trial of {name}", trial.to_dict())
 
 
+ANALYSES = (Kind.importance, Kind.slice, Kind.contour, Kind.cv)  # abo.analysis_plots
+
+
 def plot(
     study: StudyArg,
     kind: Annotated[
         Kind,
         typer.Option(
             help="convergence, timeline, parallel, pareto (several objectives), curves "
-            "(the learning curves of trials that report) or cost (the best value against the "
-            "evaluation time spent, coloured by fidelity)."
+            "(the learning curves of trials that report), cost (the best value against the "
+            "evaluation time spent, coloured by fidelity), importance, slice, contour (of the "
+            "GP's posterior mean over --params X,Y) or cv (the GP's leave-one-out "
+            "cross-validation)."
         ),
     ] = Kind.convergence,
     out: Annotated[Path | None, typer.Option(help="PNG file (default NAME-KIND.png).")] = None,
+    params: Annotated[
+        str | None, typer.Option(help="contour: the two numeric parameters, X,Y.")
+    ] = None,
+    objective: Annotated[
+        str | None, typer.Option(help="The objective analysed, in a study of several.")
+    ] = None,
     storage: StorageOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
@@ -552,6 +567,12 @@ def plot(
     objectives = found.spec.objectives
     fidelity = found.spec.fidelity_of
     counts = fidelity.at_target if fidelity is not None else None  # results: at the target
+    if kind in ANALYSES:
+        from abo.service.analysis_commands import analysis_plot
+
+        _run(lambda: analysis_plot(kind.value, found.spec, listed, path, name, params, objective))
+        typer.echo(str(path))
+        return
     if kind is Kind.pareto and len(objectives) < 2:
         print_error(
             f"kind: pareto plots a study of several objectives; {name!r} has one "

@@ -1,0 +1,78 @@
+"""``abo importance`` and the analysis kinds of ``abo plot`` (``abo.analysis``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from abo.exceptions import AboError
+from abo.service.commands import (
+    Format,
+    FormatOpt,
+    StorageOpt,
+    StudyArg,
+    TokenOpt,
+    UrlOpt,
+    _run,
+    _target,
+    make_console,
+)
+
+
+def analysis_plot(kind: str, spec: Any, trials: Any, path: Path, name: str,
+                  params: str | None, objective: str | None) -> Path:  # fmt: skip
+    """Write the PNG of an analysis ``kind`` (``importance``, ``slice``, ``contour``, ``cv``)."""
+    from abo import analysis_plots as ap
+
+    if kind == "contour":
+        pair = [p.strip() for p in (params or "").split(",") if p.strip()]
+        if len(pair) != 2:
+            raise AboError(f"params: a contour needs two parameters, --params X,Y (of "
+                           f"{', '.join(spec.space)}), got {params!r}", field="params")  # fmt: skip
+        return ap.contour(spec, trials, path, pair[0], pair[1], name, objective)
+    draw = {"importance": ap.importance, "slice": ap.slices, "cv": ap.cross_validation}[kind]
+    return draw(spec, trials, path, name, objective)
+
+
+def importance(
+    study: StudyArg,
+    objective: Annotated[
+        str | None, typer.Option(help="The objective analysed, in a study of several.")
+    ] = None,
+    storage: StorageOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Which parameters matter: the GP's Sobol indices (first-order and total), its
+    lengthscales, and the model-free eta^2 of the observed values, most important first."""
+    from abo.analysis import importance as measure
+
+    source, name = _target(study, storage, url, token)
+    found = _run(lambda: source.study(name))
+    trials = _run(lambda: found.trials)
+    ranked = _run(lambda: measure(found.spec, trials, objective))
+    rows = [i.to_json() for i in ranked]
+    if format is Format.json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if format is Format.csv:
+        typer.echo("name,sobol,total,lengthscale,eta2")
+        for r in rows:
+            typer.echo(f"{r['name']},{r['sobol']},{r['total']},{r['lengthscale']},{r['eta2']}")
+        return
+    from rich.table import Table
+
+    table = Table("parameter", "total Sobol", "first-order", "lengthscale", "eta² (data)",
+                  title=f"importance in {name} ({len(trials)} trials)")  # fmt: skip
+    for r in rows:
+        table.add_row(r["name"], f"{r['total']:.3f}", f"{r['sobol']:.3f}",
+                      f"{r['lengthscale']:.3g}", f"{r['eta2']:.3f}")  # fmt: skip
+    make_console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("importance")(importance)

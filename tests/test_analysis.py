@@ -1,0 +1,122 @@
+"""Understanding a study (``abo.analysis``): importance, leave-one-out cross-validation and the
+contour of the posterior mean, from Python and the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import abo
+from abo import analysis
+
+SPACE = abo.Space(
+    {
+        "x": abo.Float(0.0, 1.0),
+        "lr": abo.Float(1e-4, 1.0, log=True),
+        "noise": abo.Float(0.0, 1.0),
+        "opt": abo.Categorical(["sgd", "adam"]),
+    }
+)
+
+
+def _f(p: dict) -> float:
+    """Driven by x, a little by the optimiser, not at all by ``noise``."""
+    return math.sin(6.0 * p["x"]) + (0.4 if p["opt"] == "sgd" else 0.0) + 0.0 * p["noise"]
+
+
+def _study(n: int = 30, storage: str | None = None) -> abo.Study:
+    study = abo.create_study(SPACE, name="an", storage=storage, strategy="random", seed=3)
+    for t in study.ask_batch(n):
+        study.tell(t.id, _f(t.params))
+    return study
+
+
+def test_importance_ranks_what_drives_the_value_and_agrees_with_the_data() -> None:
+    study = _study()
+    ranked = study.importance()
+    names = list(ranked)
+    assert names[0] == "x" and names[1] == "opt" and ranked["x"]["total"] > 0.6
+    for unused in ("noise", "lr"):
+        assert ranked[unused]["total"] < 0.02  # a parameter the value ignores explains nothing
+        assert ranked[unused]["lengthscale"] > ranked["x"]["lengthscale"]
+    # the model-free check: the correlation ratio of x's quantile bins, computed here by hand
+    done, X, y = analysis.observations(study.spec, study.trials)
+    order = X[:, 0].argsort()
+    bins = [order[i * len(order) // 5 : (i + 1) * len(order) // 5] for i in range(5)]
+    by_hand = sum(len(b) * float(y[b].mean() - y.mean()) ** 2 for b in bins)
+    assert ranked["x"]["eta2"] == pytest.approx(by_hand / float(((y - y.mean()) ** 2).sum()),
+                                                rel=0.15)  # fmt: skip
+
+
+def test_leave_one_out_is_the_gp_conditioned_without_each_point() -> None:
+    study = _study(n=14)
+    predictions = analysis.cross_validation(study.spec, study.trials)
+    done, X, y = analysis.observations(study.spec, study.trials)
+    model = analysis.fit(study.spec, X, y)
+    tf, noise = model.outcome_transform, float(model.likelihood.noise.detach())
+    loc, scale = float(tf.means.reshape(())), float(tf.stdvs.reshape(()))
+    with torch.no_grad():
+        Xt = model.transform_inputs(X)
+        K = model.covar_module(Xt).to_dense()
+        m = model.mean_module(Xt)
+    z = (y - loc) / scale - m
+    for k in (0, 5, 13):  # the GP's prediction at point k from the others, solved directly
+        rest = [i for i in range(len(done)) if i != k]
+        A = K[rest][:, rest] + noise * torch.eye(len(rest), dtype=K.dtype)
+        w = torch.linalg.solve(A, K[rest, k])
+        mean = loc + scale * float(m[k] + w @ z[rest])
+        std = scale * math.sqrt(float(K[k, k] - w @ K[rest, k]) + noise)
+        assert predictions[k].trial_id == done[k].id
+        assert predictions[k].predicted == pytest.approx(mean, rel=1e-5, abs=1e-7)
+        assert predictions[k].std == pytest.approx(std, rel=1e-4)
+
+
+def test_the_contour_holds_the_others_at_the_best_and_bad_requests_name_the_field() -> None:
+    study = _study(n=12)
+    c = analysis.contour(study.spec, study.trials, "x", "lr", grid=7)
+    best = study.best
+    assert c.fixed == {k: v for k, v in best.params.items() if k not in ("x", "lr")}
+    assert len(c.z) == 7 and len(c.z[0]) == 7 and c.y[0] == pytest.approx(1e-4)
+    assert len(c.points) == 12 and all(math.isfinite(v) for row in c.z for v in row)
+    for kwargs, field in [
+        (dict(x_name="x", y_name="opt"), "y"),
+        (dict(x_name="depth", y_name="x"), "x"),
+        (dict(x_name="x", y_name="x"), "y"),
+    ]:
+        with pytest.raises(abo.AboError) as err:
+            analysis.contour(study.spec, study.trials, **kwargs)
+        assert err.value.field == field
+    with pytest.raises(abo.AboError, match="at least 3 needed"):
+        analysis.importance(study.spec, study.trials[:2])
+    two = abo.create_study(SPACE, strategy="random", outcomes={"a": "minimize", "b": "maximize"})
+    with pytest.raises(abo.AboError, match="name the one to analyse") as err:
+        two.importance()
+    assert err.value.field == "objective"
+
+
+@pytest.mark.slow
+def test_the_commands_draw_every_analysis_and_print_the_importance(tmp_path: Path) -> None:
+    _study(storage=f"sqlite:///{tmp_path / 'abo.db'}")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "abo.cli", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=180)  # fmt: skip
+
+    for kind, extra in (("importance", []), ("slice", []), ("cv", []),
+                        ("contour", ["--params", "x,lr"])):  # fmt: skip
+        out = cli("plot", "an", "--kind", kind, *extra)
+        assert out.returncode == 0, out.stderr
+        assert (tmp_path / f"an-{kind}.png").read_bytes()[:4] == b"\x89PNG"
+    bad = cli("plot", "an", "--kind", "contour", "--params", "x")
+    assert bad.returncode == 1 and "params: a contour needs two parameters" in bad.stderr
+    listed = cli("importance", "an", "--format", "json")
+    rows = json.loads(listed.stdout)
+    assert [r["name"] for r in rows][:2] == ["x", "opt"]
+    assert set(rows[0]) == {"name", "sobol", "total", "lengthscale", "eta2"}
+    torch.manual_seed(0)  # nothing above used torch's global generator (a check, not a need)
