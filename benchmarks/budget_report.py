@@ -12,6 +12,7 @@ in the same seed (the median over seeds; ``-`` where it never did in half the se
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,8 @@ def plot_cell(members: Mapping[str, list[Mapping[str, Any]]], x_key: str, xlabel
         grid = np.linspace(0.02, 1.0, 60) * budget
         curves = np.array([[log_regret(regret_at(r, x_key, g)) for g in grid] for r in members[m]])
         curves = np.where(curves >= 90, np.nan, curves)
-        with np.errstate(all="ignore"):
+        with warnings.catch_warnings():  # no result yet at the start: an all-NaN column
+            warnings.simplefilter("ignore", RuntimeWarning)
             lo, mid, hi = (np.nanpercentile(curves, q, axis=0) for q in (25, 50, 75))
         ax.plot(grid, mid, label=m, color=colours(i % 10))
         ax.fill_between(grid, lo, hi, color=colours(i % 10), alpha=0.15)

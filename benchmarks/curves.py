@@ -48,13 +48,14 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks import budget_runs
 
 TABLE = Path(__file__).parent / "data" / "sgd_curves.json"
 DIVERGED = 10.0  # a synthetic run whose value passes this has diverged
@@ -454,21 +455,6 @@ def cells(methods: Sequence[str] | None = None, problems: Sequence[str] | None =
             for k in ks for m in names]  # fmt: skip
 
 
-def _key(run: dict[str, Any]) -> Cell:
-    return (run["method"], run["problem"], run["k"], run["budget"], run["seed"])
-
-
-def read(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    runs: dict[Cell, dict[str, Any]] = {}
-    for path in paths:
-        if Path(path).exists():
-            for line in Path(path).read_text().splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    runs.setdefault(_key(record), record)
-    return list(runs.values())
-
-
 def _execute(cell: Cell) -> dict[str, Any]:
     import torch
 
@@ -479,25 +465,7 @@ def _execute(cell: Cell) -> dict[str, Any]:
 def run(todo: Sequence[Cell], out: str | Path, processes: int = 1,
         say: Callable[[str], None] = print) -> int:  # fmt: skip
     """Run the cells not yet in ``out``, appending a line per run; how many ran."""
-    done = {_key(r) for r in read([out])}
-    left = [c for c in todo if c not in done]
-    say(f"{len(left)} runs to do ({len(todo) - len(left)} already in {out})")
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    if processes <= 1:
-        results: Any = (_execute(c) for c in left)
-    else:
-        pool = ProcessPoolExecutor(max_workers=processes)
-        results = (f.result() for f in as_completed([pool.submit(_execute, c) for c in left]))
-    for i, record in enumerate(results, 1):
-        with open(out, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        say(f"[{i}/{len(left)}] {record['method']} {record['problem']} k={record['k']} "
-            f"seed={record['seed']}: final regret {record['regret'][-1]}, "
-            f"{record['trials']} trials, {record['wall_seconds']:.0f} s")  # fmt: skip
-    return len(left)
+    return budget_runs.run(todo, out, _execute, processes, say)
 
 
-def regret_at(record: dict[str, Any], steps: float) -> float | None:
-    """The run's regret once it had spent ``steps`` (``None``: no full run yet)."""
-    i = int(np.searchsorted(np.asarray(record["steps"]), steps, side="right")) - 1
-    return None if i < 0 else record["regret"][i]
+read = budget_runs.read

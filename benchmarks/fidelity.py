@@ -38,18 +38,18 @@ Example:
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from benchmarks import budget_runs
 
 COST_FIXED = 0.1  # the cheapest fidelity costs a tenth of the target
 SMOKE = {"raw_samples": 256, "num_restarts": 2}  # the acquisition effort of the other suites
@@ -237,21 +237,6 @@ def cells(
     ]
 
 
-def _key(run: dict[str, Any]) -> Cell:
-    return (run["method"], run["problem"], run["k"], run["budget"], run["seed"])
-
-
-def read(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    runs: dict[Cell, dict[str, Any]] = {}
-    for path in paths:
-        if Path(path).exists():
-            for line in Path(path).read_text().splitlines():
-                if line.strip():
-                    run = json.loads(line)
-                    runs.setdefault(_key(run), run)
-    return list(runs.values())
-
-
 def _execute(cell: Cell) -> dict[str, Any]:
     torch.set_num_threads(1)
     method, problem, k, budget, seed = cell
@@ -261,25 +246,7 @@ def _execute(cell: Cell) -> dict[str, Any]:
 def run(todo: Sequence[Cell], out: str | Path, processes: int = 1,
         say: Callable[[str], None] = print) -> int:  # fmt: skip
     """Run the cells not yet in ``out``, appending a line per run; how many ran."""
-    done = {_key(r) for r in read([out])}
-    left = [c for c in todo if c not in done]
-    say(f"{len(left)} runs to do ({len(todo) - len(left)} already in {out})")
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    if processes <= 1:
-        results: Any = (_execute(c) for c in left)
-    else:
-        pool = ProcessPoolExecutor(max_workers=processes)
-        results = (f.result() for f in as_completed([pool.submit(_execute, c) for c in left]))
-    for i, record in enumerate(results, 1):
-        with open(out, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        final = record["regret"][-1]
-        said = f"{record['method']} {record['problem']} k={record['k']} seed={record['seed']}"
-        say(f"[{i}/{len(left)}] {said}: final regret {final}, {record['wall_seconds']:.0f} s")
-    return len(left)
+    return budget_runs.run(todo, out, _execute, processes, say)
 
 
-def regret_at(record: dict[str, Any], spent: float) -> float | None:
-    """The run's regret once it had spent ``spent`` (``None``: no target evaluation yet)."""
-    i = int(np.searchsorted(np.asarray(record["spent"]), spent, side="right")) - 1
-    return None if i < 0 else record["regret"][i]
+read = budget_runs.read

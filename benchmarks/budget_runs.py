@@ -1,0 +1,52 @@
+"""Running and reading the grids of ``benchmarks/fidelity.py`` and ``benchmarks/curves.py``:
+one JSON line per run, keyed by ``(method, problem, k, budget, seed)``, so a results file can
+be resumed (runs already in it are skipped) and files merged by concatenation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+Cell = tuple[str, str, int, Any, int]  # method, problem, k, budget, seed
+
+
+def key(run: dict[str, Any]) -> Cell:
+    """What identifies a run across files."""
+    return (run["method"], run["problem"], run["k"], run["budget"], run["seed"])
+
+
+def read(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Every run in the JSON-lines files ``paths`` (later duplicates of a key dropped)."""
+    runs: dict[Cell, dict[str, Any]] = {}
+    for path in paths:
+        if Path(path).exists():
+            for line in Path(path).read_text().splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    runs.setdefault(key(record), record)
+    return list(runs.values())
+
+
+def run(todo: Sequence[Cell], out: str | Path, execute: Callable[[Cell], dict[str, Any]],
+        processes: int = 1, say: Callable[[str], None] = print) -> int:  # fmt: skip
+    """Run the cells not yet in ``out`` with ``execute`` (a module-level function, for the
+    process pool), appending a line per run; how many ran."""
+    done = {key(r) for r in read([out])}
+    left = [c for c in todo if c not in done]
+    say(f"{len(left)} runs to do ({len(todo) - len(left)} already in {out})")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    if processes <= 1:
+        results: Any = (execute(c) for c in left)
+    else:
+        pool = ProcessPoolExecutor(max_workers=processes)
+        results = (f.result() for f in as_completed([pool.submit(execute, c) for c in left]))
+    for i, record in enumerate(results, 1):
+        with open(out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        said = f"{record['method']} {record['problem']} k={record['k']} seed={record['seed']}"
+        say(f"[{i}/{len(left)}] {said}: final regret {record['regret'][-1]}, "
+            f"{record['wall_seconds']:.0f} s")  # fmt: skip
+    return len(left)
