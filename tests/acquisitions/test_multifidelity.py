@@ -95,3 +95,23 @@ def test_a_batch_holds_distinct_points_at_their_fidelities_and_a_categorical_fid
     assert all(t.params["cell"] in ("coin", "pouch") for t in batch)
     costs = {t.params["cell"]: t.proposal.details["cost"] for t in batch}
     assert all(costs[c] == {"coin": 1.0, "pouch": 20.0}[c] for c in costs)
+
+
+def test_with_a_stopping_rule_every_trial_starts_at_the_target_and_reports_are_data() -> None:
+    """MOBSTER's combination: the rule decides what stops, the model (reading the curves as
+    lower fidelities) what starts."""
+    space = abo.Space({"x": abo.Float(0.0, 1.0), "epochs": abo.Int(1, 27, log=True)})
+    study = abo.create_study(space, fidelity="epochs", stopping="asha", seed=5, n_initial=3,
+                             strategy_options=CHEAP)  # fmt: skip
+    for x in (0.1, 0.5, 0.9):
+        study.enqueue({"x": x})  # at the target: the curves run (and report) to 27 epochs
+    for trial in study.ask_batch(3):
+        for step in range(1, trial.params["epochs"] + 1):
+            if study.report(trial.id, step, (trial.params["x"] - 0.4) ** 2 + 1.0 / step):
+                break
+        else:
+            study.tell(trial.id, (trial.params["x"] - 0.4) ** 2 + 1.0 / trial.params["epochs"])
+    proposed = study.ask_batch(2)
+    assert all(t.params["epochs"] == 27 for t in proposed)  # the target: ASHA is the schedule
+    finished = [t for t in study.trials if t.state.is_finished]
+    assert proposed[0].proposal.n_observations > len(finished)  # the reports are observations
