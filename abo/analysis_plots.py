@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from abo import analysis  # noqa: E402
+from abo.exceptions import AboError  # noqa: E402
 from abo.space import Categorical  # noqa: E402
 from abo.spec import StudySpec  # noqa: E402
 from abo.trial import Trial  # noqa: E402
@@ -117,3 +118,16 @@ def cross_validation(spec: StudySpec, trials: Sequence[Trial], out: str | Path, 
     ax.set_title((title or "cross-validation") + f" — {inside:.0%} within 2 std", fontsize=10)
     ax.grid(alpha=0.3)
     return _save(fig, out)
+
+
+def draw(kind: str, spec: StudySpec, trials: Sequence[Trial], path: Path, name: str,
+         params: str | None, objective: str | None) -> Path:  # fmt: skip
+    """Write the PNG of an analysis ``kind`` (``importance``, ``slice``, ``contour``, ``cv``)."""
+    if kind == "contour":
+        pair = [p.strip() for p in (params or "").split(",") if p.strip()]
+        if len(pair) != 2:
+            raise AboError(f"params: a contour needs two parameters, --params X,Y (of "
+                           f"{', '.join(spec.space)}), got {params!r}", field="params")  # fmt: skip
+        return contour(spec, trials, path, pair[0], pair[1], name, objective)
+    plot = {"importance": importance, "slice": slices, "cv": cross_validation}[kind]
+    return plot(spec, trials, path, name, objective)

@@ -1,14 +1,13 @@
-"""``abo importance`` and the analysis kinds of ``abo plot`` (``abo.analysis``)."""
+"""``abo importance`` (``abo.analysis``); the analysis kinds of ``abo plot`` draw through
+``abo.analysis_plots.draw``."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from abo.exceptions import AboError
 from abo.service.commands import (
     Format,
     FormatOpt,
@@ -20,21 +19,6 @@ from abo.service.commands import (
     _target,
     make_console,
 )
-
-
-def analysis_plot(kind: str, spec: Any, trials: Any, path: Path, name: str,
-                  params: str | None, objective: str | None) -> Path:  # fmt: skip
-    """Write the PNG of an analysis ``kind`` (``importance``, ``slice``, ``contour``, ``cv``)."""
-    from abo import analysis_plots as ap
-
-    if kind == "contour":
-        pair = [p.strip() for p in (params or "").split(",") if p.strip()]
-        if len(pair) != 2:
-            raise AboError(f"params: a contour needs two parameters, --params X,Y (of "
-                           f"{', '.join(spec.space)}), got {params!r}", field="params")  # fmt: skip
-        return ap.contour(spec, trials, path, pair[0], pair[1], name, objective)
-    draw = {"importance": ap.importance, "slice": ap.slices, "cv": ap.cross_validation}[kind]
-    return draw(spec, trials, path, name, objective)
 
 
 def importance(

@@ -568,9 +568,9 @@ def plot(
     fidelity = found.spec.fidelity_of
     counts = fidelity.at_target if fidelity is not None else None  # results: at the target
     if kind in ANALYSES:
-        from abo.service.analysis_commands import analysis_plot
+        from abo.analysis_plots import draw
 
-        _run(lambda: analysis_plot(kind.value, found.spec, listed, path, name, params, objective))
+        _run(lambda: draw(kind.value, found.spec, listed, path, name, params, objective))
         typer.echo(str(path))
         return
     if kind is Kind.pareto and len(objectives) < 2:
