@@ -143,8 +143,8 @@ def test_constraint_aware_strategies_find_the_constrained_optimum(strategy: str)
     assert share >= 0.5, share  # the model steers into the feasible half, not across it
 
 
-def test_the_spec_keeps_its_constraints_in_storage(postgres_url: str, tmp_path) -> None:
-    for url in (f"sqlite:///{tmp_path / 's.db'}", postgres_url):
+def test_the_spec_keeps_its_constraints_in_storage(pg_url: str, tmp_path) -> None:
+    for url in (f"sqlite:///{tmp_path / 's.db'}", pg_url):
         name = f"constrained-{len(url)}"
         abo.create_study(SPACE, name=name, storage=url, outcomes=OUTCOMES, seed=2)
         again = abo.load_study(name, storage=url)
