@@ -85,6 +85,7 @@ class FitProcess:
         seed: int,
         threads: int = 1,
         fidelity: tuple[int, ...] = (),
+        prior: Any = None,
     ) -> tuple[dict[str, list[float]], bool]:
         """``fit_gp`` on ``X, Y`` in the child, warm-started from ``hypers``.
 
@@ -97,7 +98,7 @@ class FitProcess:
         request = {
             "X": X.detach().cpu(), "Y": Y.detach().cpu(), "noise": noise,
             "hypers": dict(hypers) if hypers else None, "full": full, "seed": seed,
-            "threads": threads, "fidelity": tuple(fidelity),
+            "threads": threads, "fidelity": tuple(fidelity), "prior": prior,
         }  # fmt: skip
         with self._lock:
             proc = self._start()
@@ -148,11 +149,12 @@ def _serve(inp: BinaryIO, out: BinaryIO) -> None:
             torch.set_num_threads(int(request["threads"]))
             X, Y, noise = request["X"], request["Y"], request["noise"]
             fid = tuple(request.get("fidelity", ()))
+            prior = request.get("prior")  # a warm start's sources (abo.warm_start.WarmPrior)
             hypers = request["hypers"]
-            previous = condition(X, Y, noise, hypers, fid) if hypers else None
+            previous = condition(X, Y, noise, hypers, fid, prior) if hypers else None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fitted = fit_gp(X, Y, noise, previous, request["full"], request["seed"], fid)
+                fitted = fit_gp(X, Y, noise, previous, request["full"], request["seed"], fid, prior)
             reply: dict[str, Any] = {"hypers": export_hypers(fitted.model), "warm": fitted.warm}
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             reply = {"error": f"{type(exc).__name__}: {exc}"}

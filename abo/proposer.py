@@ -52,6 +52,8 @@ from abo.spec import StudySpec
 from abo.summary import study_reference
 from abo.surrogate import FittedModel
 from abo.trial import ModelRecord, ProposalRecord, Report, Trial, TrialState
+from abo.warm_prior import WarmPrior
+from abo.warm_start import WARM, ranked
 from abo.warping import warp, warp_slack
 
 OBSERVED = (TrialState.DONE, TrialState.STOPPED)  # trials the GP models at their value
@@ -86,6 +88,8 @@ class Proposer:
         fidelity = spec.fidelity_of
         columns = spec.space._slices[fidelity.parameter] if fidelity is not None else slice(0)
         self.fidelity_columns = tuple(range(columns.start or 0, columns.stop or 0))
+        self.warm = WarmPrior(spec) if spec.warm_start_from else None  # abo.warm_prior
+        self._ranked: list[dict[str, ParamValue]] | None = None  # its sources' best points
         self.models, *others = [
             ModelManager(
                 noise=spec.noise,
@@ -93,6 +97,7 @@ class Proposer:
                 max_staleness=spec.max_staleness,
                 max_exact=spec.max_exact,
                 fidelity=self.fidelity_columns,
+                prior=self.warm,
             )
             for _ in spec.objectives
         ]
@@ -344,8 +349,9 @@ class Proposer:
             else:
                 self.models.warm_up(space.dim)
         if n_sobol:
-            X_new.append(self._design(designed, n_sobol))
-            records += [ProposalRecord("sobol") for _ in range(n_sobol)]
+            X_init, init_records = self._initial(trials, designed, n_sobol)
+            X_new.append(X_init)
+            records += init_records
         if m - n_sobol:
             running = [t for t in trials if t.state is TrialState.RUNNING]
             pending = torch.cat([self.unit(running), *X_new])
@@ -358,6 +364,26 @@ class Proposer:
         if self.linear:
             X_all, records = self._inside(X_all, seed, records)
         return [(space.from_unit(x), r) for x, r in zip(X_all, records, strict=True)]
+
+    def _initial(
+        self, trials: Sequence[Trial], designed: int, n: int
+    ) -> tuple[Tensor, list[ProposalRecord]]:
+        """``n`` initial points: the study's Sobol design, or with a warm start the sources'
+        best configurations not proposed yet (``abo.warm_start``; the parameters they lack
+        from the design), then the design once they run out."""
+        X = self._design(designed, n)
+        records = [ProposalRecord("sobol") for _ in range(n)]
+        if self.warm is None:
+            return X, records
+        if self._ranked is None:
+            self._ranked = ranked(self.spec)
+        used = sum(1 for t in trials if t.proposal is not None and t.proposal.strategy == WARM)
+        space = self.spec.space
+        k = max(0, min(n, len(self._ranked) - used))
+        best = self._ranked[used : used + k]
+        warm = [space.to_unit({**space.from_unit(X[i]), **p}) for i, p in enumerate(best)]
+        records = [ProposalRecord(WARM) for _ in range(k)] + records[: n - k]
+        return torch.cat([*[w.unsqueeze(0) for w in warm], X[: n - k]]), records
 
     def _design(self, start: int, n: int) -> Tensor:
         """Points ``start`` to ``start + n`` of the study's scrambled Sobol design (rounded);

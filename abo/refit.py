@@ -113,11 +113,13 @@ class ModelManager:
         max_staleness: int | None = None,
         max_exact: int = MAX_EXACT,
         fidelity: tuple[int, ...] = (),
+        prior: Any = None,
     ) -> None:
         if mode not in REFIT_MODES:
             raise SurrogateFitError(f"refit: expected one of {REFIT_MODES}, got {mode!r}")
         self.noise = noise
         self.fidelity = tuple(fidelity)  # a study's fidelity columns (their own prior)
+        self.prior = prior  # a warm start's sources (abo.warm_start.WarmPrior): the prior mean
         self.mode = mode
         self.max_staleness = max_staleness
         self.max_exact = max_exact
@@ -209,7 +211,7 @@ class ModelManager:
     def _condition(self, X: Tensor, Y: Tensor, hypers: Mapping[str, list[float]]) -> FittedModel:
         """``condition`` on the observations the GP keeps (all, or the subset above the cap)."""
         idx = subset(X, Y, self.max_exact)
-        fitted = condition(X[idx], Y[idx], self.noise, hypers, self.fidelity)
+        fitted = condition(X[idx], Y[idx], self.noise, hypers, self.fidelity, self.prior)
         return FittedModel(model=fitted.model, n=X.shape[0], warm=True)
 
     def _fit(
@@ -237,16 +239,18 @@ class ModelManager:
             try:
                 hypers, warm = self.fit_process.fit(
                     X[idx], Y[idx], self.noise, start, full, seed=n,
-                    threads=torch.get_num_threads(), fidelity=self.fidelity,
+                    threads=torch.get_num_threads(), fidelity=self.fidelity, prior=self.prior,
                 )  # fmt: skip
-                conditioned = condition(X[idx], Y[idx], self.noise, hypers, self.fidelity)
+                conditioned = condition(
+                    X[idx], Y[idx], self.noise, hypers, self.fidelity, self.prior
+                )
                 fitted = FittedModel(conditioned.model, n, warm)
             except FitProcessDied:
                 pass  # fit here instead (a failed fit itself is raised: it would fail here too)
         if fitted is None:
             fitted = fit_gp(
                 X[idx], Y[idx], noise=self.noise, previous=previous, full=full, seed=n,
-                fidelity=self.fidelity,
+                fidelity=self.fidelity, prior=self.prior,
             )  # fmt: skip
         with self._lock:
             self.refits += 1

@@ -166,6 +166,16 @@ class StudySpec:
             "per point; only trials at the target are results (abo.fidelity)."
         ),
     )
+    warm_start_from: tuple[Any, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Earlier, related studies whose finished trials are prior knowledge: their names "
+            "(in the same storage) or, from Python, the studies themselves. A snapshot of "
+            "their results on the shared parameters is stored with the new study; their GP's "
+            "mean is the new GP's prior mean, and their best points its first proposals "
+            "(abo.warm_start)."
+        ),
+    )
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -305,6 +315,9 @@ class StudySpec:
                             "proposals choose apart from the other parameters",
                             field=LINEAR,
                         )
+        from abo.warm_start import check as check_warm_start
+
+        object.__setattr__(self, "warm_start_from", check_warm_start(self.warm_start_from, self))
         from abo.registry import check_fits, make_strategy
 
         check_fits(
@@ -409,8 +422,11 @@ class StudySpec:
 
     @property
     def resolved_n_initial(self) -> int:
-        """Size of the quasi-random initial design (default ``2 *`` parameters, at least 2)."""
-        return self.n_initial if self.n_initial is not None else max(2, 2 * len(self.space))
+        """Size of the initial design (default ``2 *`` parameters, at least 2; 2 with a warm
+        start, whose sources' best points it holds and whose GP guides the rest)."""
+        if self.n_initial is not None:
+            return self.n_initial
+        return 2 if self.warm_start_from else max(2, 2 * len(self.space))
 
     def replace(self, **changes: Any) -> StudySpec:
         spec = replace(self, **changes)
@@ -437,6 +453,7 @@ class StudySpec:
         options.setdefault("output_transform", "none")
         options.setdefault("failure_model", "worst")  # so did a spec from before failure models
         options["parameter_constraints"] = tuple(options.get("parameter_constraints") or ())
+        options["warm_start_from"] = tuple(options.get("warm_start_from") or ())
         options["seed"] = int(data["seed"])
         return cls(
             space=Space.from_json(data["space"]),

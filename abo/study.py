@@ -619,7 +619,9 @@ def create_study(
             (default: one objective called ``value``).
         **options: the other study options of ``abo.spec.StudySpec`` (``n_initial``,
             ``lease_seconds``, ``max_retries``, ``noise``, ``strategy_options``, ``refit``,
-            ``max_staleness``, ``max_exact``); an unknown one is an error naming it.
+            ``max_staleness``, ``max_exact``, ``warm_start_from``, …); an unknown one is an
+            error naming it. ``warm_start_from`` takes study names in ``storage`` or
+            ``Study`` objects of any storage (``abo.warm_start``).
 
     Example:
         >>> import abo
@@ -628,10 +630,21 @@ def create_study(
         ('doc', 'minimize')
     """
     name = _check_name(name)
+    warm = options.pop("warm_start_from", None)
     spec = StudySpec.create(
         space, outcomes=outcomes, direction=direction, seed=seed, strategy=strategy, **options
     )
     store = open_storage(storage)
+    if warm:  # the sources' results as a snapshot, so the study never depends on them again
+        from abo.warm_start import resolve
+
+        sources = resolve(
+            warm, lambda n: Study(store, store.load_study(n)), spec.space, spec.objectives[0].name
+        )
+        spec = StudySpec.create(
+            spec.space, outcomes=outcomes, direction=direction, seed=spec.seed,
+            strategy=strategy, warm_start_from=sources, **options,
+        )  # fmt: skip
     record = StudyRecord(name=name, spec=spec)
     if not load_if_exists:
         return Study(store, store.create_study(record))

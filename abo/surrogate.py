@@ -49,8 +49,9 @@ from botorch.models.transforms import Normalize, Standardize
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.means import Mean
 from gpytorch.mlls import ExactMarginalLogLikelihood
-from gpytorch.priors import GammaPrior, LogNormalPrior
+from gpytorch.priors import GammaPrior, LogNormalPrior, NormalPrior
 from torch import Tensor
 
 from abo.exceptions import AboWarning, SurrogateFitError
@@ -77,6 +78,47 @@ NOISE_PRIOR = (-4.0, 1.0)  # LogNormal(loc, scale) of the learned noise (standar
 NOISE_PRIOR_MODE = math.exp(NOISE_PRIOR[0] - NOISE_PRIOR[1] ** 2)  # about 6.7e-3
 
 
+class _Source:
+    """A fixed GP's posterior mean as a function, ``mean(X) + k(x, X) @ alpha`` with ``alpha``
+    solved once: cheap inside another GP's mean, and shared, not copied, by the deep copies
+    a fantasy model makes (the source never changes)."""
+
+    def __init__(self, model: SingleTaskGP) -> None:
+        X = model.train_inputs[0]
+        y = model.train_targets
+        with torch.no_grad():
+            K = model.covar_module(X).to_dense() + model.likelihood.noise * torch.eye(
+                X.shape[0], dtype=X.dtype
+            )
+            L = torch.linalg.cholesky(K)
+            self.alpha = torch.cholesky_solve((y - model.mean_module(X)).unsqueeze(-1), L)
+        self.X = X
+        self.model = model
+
+    def __call__(self, x: Tensor) -> Tensor:
+        cross = self.model.covar_module(x, self.X).to_dense()
+        return self.model.mean_module(x) + (cross @ self.alpha).squeeze(-1)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Source:
+        return self
+
+
+class PriorMean(Mean):
+    """``c + w * m(x[columns])``: a fixed GP's posterior mean ``m`` (on its own standardised
+    scale) as the prior mean of another GP, with ``c`` and ``w`` learned (``abo.warm_start``)."""
+
+    def __init__(self, source: Any, columns: tuple[int, ...], weight_prior: tuple[float, float]):
+        super().__init__()
+        self._source = _Source(source)  # not a submodule: its hyperparameters stay fixed
+        self.columns = list(columns)
+        self.register_parameter("weight", torch.nn.Parameter(torch.ones(1, dtype=torch.double)))
+        self.register_parameter("constant", torch.nn.Parameter(torch.zeros(1, dtype=torch.double)))
+        self.register_prior("weight_prior", NormalPrior(*weight_prior), "weight")
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.constant + self.weight * self._source(x[..., self.columns])
+
+
 @dataclass(frozen=True)
 class FittedModel:
     """A fitted GP with the data it saw; ``n`` is its number of observations."""
@@ -101,8 +143,13 @@ def _lengthscale_prior(d: int, fidelity: tuple[int, ...] = ()) -> LogNormalPrior
     return LogNormalPrior(loc=locs, scale=scales)
 
 
-def _build(X: Tensor, Y: Tensor, noise: str, fidelity: tuple[int, ...] = ()) -> SingleTaskGP:
+def _build(
+    X: Tensor, Y: Tensor, noise: str, fidelity: tuple[int, ...] = (), prior: Any = None
+) -> SingleTaskGP:
+    """The GP of the module's choices; ``prior``: a warm start's ``abo.warm_start.WarmPrior``,
+    whose GP's mean becomes this one's prior mean (``PriorMean``)."""
     d = X.shape[-1]
+    mean = {} if prior is None else {"mean_module": prior.mean_module()}
     ls_prior = _lengthscale_prior(d, fidelity)
     floor = CLASSIFIER_LENGTHSCALE_FLOOR if noise == "classifier" else 2.5e-2
     mode = ls_prior.mode
@@ -151,6 +198,7 @@ def _build(X: Tensor, Y: Tensor, noise: str, fidelity: tuple[int, ...] = ()) -> 
         covar_module=kernel,
         outcome_transform=Standardize(m=1),
         input_transform=Normalize(d=d, bounds=bounds),
+        **mean,
     )
 
 
@@ -223,6 +271,7 @@ def fit_gp(
     full: bool = False,
     seed: int = 0,
     fidelity: tuple[int, ...] = (),
+    prior: Any = None,
 ) -> FittedModel:
     """Fit a GP to ``n x d`` inputs in the unit cube and ``n x 1`` utilities.
 
@@ -235,6 +284,7 @@ def fit_gp(
             start with the best marginal likelihood (a full multi-start refit).
         seed: the prior draw's seed (a full refit is deterministic given it).
         fidelity: the columns of a study's fidelity (their lengthscales' own prior).
+        prior: a warm start's sources (``abo.warm_start.WarmPrior``): the prior mean.
 
     Raises:
         SurrogateFitError: when no fit succeeds and there is nothing to fall back to.
@@ -253,7 +303,7 @@ def fit_gp(
     best: tuple[float, SingleTaskGP, bool] | None = None
     probed = False  # whether ``best`` is a fresh start fitted for PROBE_ITERATIONS only
     for start in starts:
-        model = _build(X, Y, noise, fidelity)
+        model = _build(X, Y, noise, fidelity, prior)
         if start == "warm":
             assert previous is not None
             _copy_hypers(previous.model, model)
@@ -279,7 +329,7 @@ def fit_gp(
         best[1].eval()
         return FittedModel(model=best[1], n=X.shape[0], warm=best[2])
     if previous is not None and can_warm:
-        model = _build(X, Y, noise, fidelity)
+        model = _build(X, Y, noise, fidelity, prior)
         _copy_hypers(previous.model, model)
         model.eval()
         warnings.warn(
@@ -306,9 +356,10 @@ def condition(
     noise: str,
     hypers: Mapping[str, list[float]],
     fidelity: tuple[int, ...] = (),
+    prior: Any = None,
 ) -> FittedModel:
     """A GP on ``X, Y`` with the given hyperparameters, not re-optimised (cheap)."""
-    model = _build(X.to(torch.double), Y.to(torch.double), noise, fidelity)
+    model = _build(X.to(torch.double), Y.to(torch.double), noise, fidelity, prior)
     with torch.no_grad():
         for name, param in model.named_parameters():
             values = hypers.get(name)

@@ -86,7 +86,7 @@ def _finite(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
-BOOKKEEPING = frozenset({"sobol", "enqueued", "added", "retry"})
+BOOKKEEPING = frozenset({"sobol", "warm-start", "enqueued", "added", "retry"})
 """``ProposalRecord.strategy`` values that no strategy chose (the design, queues, retries)."""
 
 
@@ -95,7 +95,8 @@ class ProposalRecord:
     """How a trial's parameters were chosen: abo's own record, apart from the caller's ``info``.
 
     Attributes:
-        strategy: ``"sobol"`` (initial design), ``"enqueued"``, ``"added"``, ``"retry"``, or the
+        strategy: ``"sobol"`` (initial design), ``"warm-start"`` (a warm start's source point,
+            ``abo.warm_start``), ``"enqueued"``, ``"added"``, ``"retry"``, or the
             strategy's name (``"random"`` with ``fallback`` when the model could not be had).
         arm: the arm of a portfolio-like strategy (AEGiS), if any.
         seconds: proposal time per point; ``fit_seconds``: of which fitting the GP.
