@@ -427,6 +427,7 @@ def create_app(
         StorageError: the storage cannot be opened or written (read-only, immutable, a
             read-only replica): a service that cannot record a tell must not start.
     """
+    from abo.service.analysis_routes import analysis_routes
     from abo.service.dashboard import dashboard_routes
 
     _positive("max_body_bytes", max_body_bytes)
@@ -497,6 +498,7 @@ def create_app(
         return s.Ready(status="ready", asks_waiting=state.asks.waiting)
 
     app.include_router(_routes(state))
+    app.include_router(analysis_routes(state), prefix=API, responses=_ERROR_RESPONSES)
     app.include_router(dashboard_routes())
     app.add_middleware(BodyLimitMiddleware, limit=max_body_bytes, timeout=float(body_timeout))
     app.add_middleware(AuthMiddleware, tokens=tokens)  # added last: runs first

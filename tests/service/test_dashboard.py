@@ -438,3 +438,140 @@ def test_the_timeline_has_a_lane_per_worker_thread_and_the_running_trials(
         if os.environ.get("ABO_SCREENSHOT"):  # keep a copy to look at
             page.screenshot(path=os.environ["ABO_SCREENSHOT"], full_page=True)
         assert not errors, errors
+
+
+ANALYSIS_WAIT = 180.0  # three GP fits on a busy 2-core machine
+PANELS = ("#importance", "#slices", "#contour", "#cv")
+
+
+def _analysis_requests(page: Any) -> list[str]:
+    """The analysis requests the page makes from now on."""
+    seen: list[str] = []
+    page.on("request", lambda req: seen.append(req.url) if "/analysis?" in req.url else None)
+    return seen
+
+
+@pytest.mark.slow
+def test_the_analysis_panels_draw_the_study_and_refit_only_when_a_trial_is_done(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    _chromium()
+    make_study(api, study_name)
+    _tell(api, study_name, 8)
+    with _dashboard(f"{server.url}/?interval=300") as (page, errors):
+        requests = _analysis_requests(page)  # before the study is opened: none is missed
+        page.goto(f"{server.url}/?interval=300#{study_name}")
+        _wait(page, "document.querySelector('#cv svg') !== null", ANALYSIS_WAIT)
+        ranked = api.get(f"/studies/{study_name}/analysis", params={"kind": "importance"}).json()
+        names = [r["name"] for r in ranked["importance"]]  # cached: what the page drew
+        bars = page.locator("#importance svg rect.imp-total")
+        assert [b.get_attribute("data-name") for b in bars.all()] == names
+        assert page.locator("#importance svg").get_attribute("data-bars") == "4"
+        assert page.locator("#importance svg rect.imp-sobol").count() == 4
+        assert page.locator("#importance svg line.imp-eta2").count() == 4
+        assert page.locator("#importance svg text.imp-ls").count() == 4
+        top = ranked["importance"][0]
+        assert float(bars.first.get_attribute("data-value")) == pytest.approx(top["total"])
+        slices = page.locator("#slices svg")
+        assert [s.get_attribute("data-name") for s in slices.all()] == ["x", "lr", "n", "opt"]
+        assert all(s.get_attribute("data-points") == "8" for s in slices.all())
+        assert page.locator("#slices svg circle.slice-obs").count() == 32
+        numeric = [n for n in names if n != "opt"]
+        contour = page.locator("#contour svg")
+        assert (contour.get_attribute("data-x"), contour.get_attribute("data-y")) == tuple(
+            numeric[:2]
+        )  # the two most important numeric parameters
+        assert contour.get_attribute("data-points") == "8"
+        assert page.locator("#contour svg circle.contour-obs").count() == 8
+        assert int(contour.get_attribute("data-cells")) == 40 * 40
+        assert page.locator("#cv svg").get_attribute("data-points") == "8"
+        assert page.locator("#cv svg circle.cv-point").count() == 8
+        assert page.locator("#cv svg line.cv-bar").count() == 8
+        assert page.locator("#cv svg line.diagonal").count() == 1
+        assert "8 trials analysed" in page.locator("#analysis-status").inner_text()
+        assert sorted(u.split("kind=")[1].split("&")[0] for u in requests) == sorted(
+            ["importance", "slice", "contour", "cv"]
+        )
+
+        page.wait_for_timeout(2000)  # several polls, no new result: nothing fetched again
+        assert len(requests) == 4, requests
+        _tell(api, study_name, 1)
+        _wait(page, "document.querySelector('#cv svg').dataset.points === '9'", ANALYSIS_WAIT)
+        assert len(requests) == 8, requests
+        assert page.locator("#slices svg circle.slice-obs").count() == 36
+
+        # another pair from the selects: the contour alone is fetched and drawn again
+        x, y = page.locator("#contour svg").get_attribute("data-x"), "lr"
+        if x == "lr":
+            x = "x"
+            page.select_option("#contour-x", x)
+            _wait(page, "document.querySelector('#contour svg').dataset.x === 'x'", ANALYSIS_WAIT)
+        page.select_option("#contour-y", y)
+        _wait(page, "document.querySelector('#contour svg').dataset.y === 'lr'", ANALYSIS_WAIT)
+        assert page.locator("#contour svg").get_attribute("data-x") == x
+        assert requests[-1].endswith(f"kind=contour&x={x}&y=lr")
+        # the x select given the y parameter: the two swap
+        page.select_option("#contour-x", "lr")
+        _wait(page, "document.querySelector('#contour svg').dataset.x === 'lr'", ANALYSIS_WAIT)
+        assert page.locator("#contour svg").get_attribute("data-y") == x
+        assert page.locator("#contour-y").input_value() == x
+        assert page.locator("#contour svg circle.contour-obs").count() == 9
+        assert not errors, errors
+
+
+@pytest.mark.slow
+def test_the_analysis_panels_say_why_they_cannot_draw_and_follow_the_objective(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    _chromium()
+    space = abo.Space({"x": abo.Float(-2.0, 2.0), "opt": abo.Categorical(["sgd", "adam"])})
+    r = api.post("/studies", json={"name": study_name, "space": space.to_json(), "seed": 0})
+    assert r.status_code == 201, r.text
+    points = [(-1.0, "sgd"), (0.5, "adam"), (1.5, "adam")]
+    for x, opt in points[:2]:
+        api.post(f"/studies/{study_name}/add", json={"params": {"x": x, "opt": opt}, "value": x})
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        said = "(document.querySelector('#cv p.note') || {}).textContent || ''"
+        _wait(page, f"({said}).includes('at least 3')", ANALYSIS_WAIT)  # the last one drawn
+        for panel in ("#importance", "#slices", "#cv"):  # too few trials: a message, no plot
+            assert "at least 3 needed" in page.locator(f"{panel} p.note").inner_text()
+            assert page.locator(f"{panel} svg").count() == 0
+        assert page.locator("#contour svg").count() == 0
+        body = {"params": {"x": 1.5, "opt": "adam"}, "value": 1.5}
+        api.post(f"/studies/{study_name}/add", json=body)
+        _wait(page, "document.querySelector('#cv svg') !== null", ANALYSIS_WAIT)
+        assert page.locator("#importance svg").get_attribute("data-bars") == "2"
+        assert page.locator("#slices svg").count() == 2
+        assert page.locator("#cv svg").get_attribute("data-points") == "3"
+        # one numeric parameter: no contour, and no selects to pick one
+        note = page.locator("#contour p.note").inner_text()
+        assert "two numeric parameters" in note
+        assert page.locator("#contour-x").is_hidden() and page.locator("#contour-y").is_hidden()
+        assert page.locator("#analysis-objective-row").is_hidden()
+        assert not errors, errors
+
+        # two objectives: the analysed one is chosen, the first by default
+        two = f"{study_name}-2"
+        make_study(api, two, outcomes={"error": "minimize", "cost": "minimize"})
+        for t in api.post(f"/studies/{two}/ask", json={"count": 5}).json()["trials"]:
+            values = _trade_off(t["params"])
+            api.post(f"/studies/{two}/trials/{t['id']}/tell", json={"value": values})
+        requests = _analysis_requests(page)
+        page.goto(f"{server.url}/?interval=300#{two}")  # the same page: only the hash changes
+        _wait(
+            page,
+            "document.querySelector('#analysis-status').innerText.includes('error)')",
+            ANALYSIS_WAIT,
+        )
+        assert page.locator("#analysis-objective-row").is_visible()
+        assert page.locator("#cv svg").get_attribute("data-points") == "5"
+        assert requests and all("objective=error" in u for u in requests)
+        page.select_option("#analysis-objective", "cost")
+        _wait(
+            page,
+            "document.querySelector('#analysis-status').innerText.includes('cost)')",
+            ANALYSIS_WAIT,
+        )
+        assert any("objective=cost" in u for u in requests)
+        assert page.locator("#cv svg").get_attribute("data-points") == "5"
+        assert not errors, errors

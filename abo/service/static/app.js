@@ -8,7 +8,12 @@ let current = null;
 async function getJSON(path) {
   const r = await fetch(API + path, { credentials: "same-origin", cache: "no-store" });
   if (r.status === 401) { location.href = "/login"; throw new Error("unauthorized"); }
-  if (!r.ok) throw new Error((await r.json()).error.message);
+  if (!r.ok) {
+    const body = await r.json().catch(() => ({}));
+    const e = new Error((body.error || {}).message || `HTTP ${r.status}`);
+    e.status = r.status; e.field = (body.error || {}).field;
+    throw e;
+  }
   return r.json();
 }
 
@@ -368,6 +373,249 @@ function table(study, trials, front) {
   document.querySelector("#trials-table tbody").replaceChildren(...rows);
 }
 
+// -- analysis panels (GET /studies/{name}/analysis): redrawn when the done count changes ------
+const analysis = { study: null, name: null, created: null, key: null, busy: false, objective: null,
+  x: null, y: null, picked: false, ticket: 0 };
+
+async function analysisJSON(study, query) {
+  // an analysis, or { error } when the server cannot compute it (too few trials, a bad
+  // parameter): the panel then says why instead of drawing
+  const q = new URLSearchParams(query);
+  if (objectivesOf(study).length > 1) q.set("objective", analysis.objective);
+  try {
+    return await getJSON(`/studies/${encodeURIComponent(study.name)}/analysis?${q}`);
+  } catch (e) {
+    if (e.status === undefined) throw e; // the network: tried again at the next poll
+    return { error: e.message };
+  }
+}
+
+function note(target, text) {
+  target.replaceChildren(el("p", { class: "note" }, text));
+}
+
+const orderColour = (i, n) => `hsl(${215 - 185 * (n > 1 ? i / (n - 1) : 1)}, 70%, 50%)`;
+
+function importancePlot(target, rows) {
+  // per parameter: the total Sobol index (light bar), the first-order one (dark, thinner),
+  // eta² of the data (orange tick) and the lengthscale written beside
+  const W = 420, L = 90, R = 80, T = 6, ROW = 24, B = 24, H = T + B + ROW * rows.length;
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-bars": rows.length });
+  const x = scale(0, 1, L, W - R);
+  for (const v of [0, 0.5, 1]) {
+    svg.appendChild(el("svg:line", { class: "grid", x1: x(v), x2: x(v), y1: T, y2: H - B }));
+    svg.appendChild(el("svg:text", { x: x(v), y: H - B + 14, "text-anchor": "middle" }, String(v)));
+  }
+  rows.forEach((r, i) => {
+    const y0 = T + ROW * i;
+    svg.appendChild(el("svg:text", { x: L - 4, y: y0 + ROW / 2 + 3, "text-anchor": "end" }, r.name));
+    const total = el("svg:rect", { class: "imp-total", x: L, y: y0 + 3, height: ROW - 6,
+      width: Math.max(0, x(r.total) - L), "data-name": r.name, "data-value": r.total });
+    total.appendChild(el("svg:title", {}, `${r.name}: total Sobol ${fmt(r.total)}`));
+    const first = el("svg:rect", { class: "imp-sobol", x: L, y: y0 + ROW / 2 - 4, height: 8,
+      width: Math.max(0, x(r.sobol) - L), "data-name": r.name, "data-value": r.sobol });
+    first.appendChild(el("svg:title", {}, `${r.name}: first-order Sobol ${fmt(r.sobol)}`));
+    const tick = el("svg:line", { class: "imp-eta2", x1: x(r.eta2), x2: x(r.eta2), y1: y0 + 2, y2: y0 + ROW - 2,
+      "data-name": r.name, "data-value": r.eta2 });
+    tick.appendChild(el("svg:title", {}, `${r.name}: eta² of the data ${fmt(r.eta2)}`));
+    svg.append(total, first, tick);
+    svg.appendChild(el("svg:text", { x: W - R + 6, y: y0 + ROW / 2 + 3, class: "imp-ls" }, `ℓ ${r.lengthscale.toPrecision(3)}`));
+  });
+  svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 2, "text-anchor": "middle" }, "share of the variance"));
+  target.replaceChildren(svg);
+}
+
+function slicePanel(s, objective) {
+  const W = 270, H = 190, L = 50, R = 8, T = 8, B = 34;
+  const n = s.points.length;
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-name": s.name, "data-points": n });
+  const ys = s.points.map((p) => p.value);
+  const x = scale(0, 1, L, W - R), y = scale(Math.min(...ys), Math.max(...ys), H - B, T);
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const v of [Math.min(...ys), Math.max(...ys)])
+    svg.appendChild(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, fmt(v)));
+  for (const [u, label] of s.ticks)
+    svg.appendChild(el("svg:text", { x: x(u), y: H - B + 13, "text-anchor": "middle" }, label));
+  svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, s.name));
+  s.points.forEach((p, i) => {
+    const [cx, cy] = [x(p.u), y(p.value)];
+    const mark = p.feasible ? el("svg:circle", { class: "slice-obs", cx, cy, r: 3, fill: orderColour(i, n), "data-trial-id": p.trial_id })
+      : el("svg:path", { class: "slice-obs infeasible", d: `M${cx - 3},${cy - 3}l6,6m0,-6l-6,6`, "data-trial-id": p.trial_id });
+    mark.appendChild(el("svg:title", {}, `trial ${p.trial_id}: ${s.name} ${fmt(p.x)}, ${objective} ${fmt(p.value)}` +
+      (p.feasible ? "" : " (infeasible)")));
+    svg.appendChild(mark);
+  });
+  return svg;
+}
+
+const VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+
+function ramp(q) {
+  // viridis, dark (0) to yellow (1)
+  const t = Math.min(1, Math.max(0, q)) * (VIRIDIS.length - 1), i = Math.min(VIRIDIS.length - 2, Math.floor(t));
+  const c = VIRIDIS[i].map((a, k) => Math.round(a + (VIRIDIS[i + 1][k] - a) * (t - i)));
+  return `rgb(${c.join(",")})`;
+}
+
+function contourPlot(target, c, direction) {
+  // the posterior mean as a grid of cells in the unit square of the two parameters (so a log
+  // or integer axis is drawn as the model sees it), a colour bar, and the trials as dots
+  const W = 560, H = 420, L = 60, R = 90, T = 10, B = 36;
+  const n = c.u.length, h = n > 1 ? 1 / (n - 1) : 1;
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-x": c.x_name, "data-y": c.y_name,
+    "data-points": c.points.length, "data-cells": n * c.z.length });
+  const zs = c.z.flat(), zlo = Math.min(...zs), zhi = Math.max(...zs);
+  const colour = (v) => ramp(zhi > zlo ? (v - zlo) / (zhi - zlo) : 0.5);
+  const x = scale(0, 1, L, W - R), y = scale(0, 1, H - B, T);
+  const lo = (u) => Math.max(0, u - h / 2), hi = (u) => Math.min(1, u + h / 2);
+  c.z.forEach((row, j) => row.forEach((v, i) => {
+    svg.appendChild(el("svg:rect", { class: "cell", x: x(lo(c.u[i])), y: y(hi(c.u[j])), fill: colour(v),
+      width: x(hi(c.u[i])) - x(lo(c.u[i])) + 0.5, height: y(lo(c.u[j])) - y(hi(c.u[j])) + 0.5 }));
+  }));
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const [u, label] of c.x_ticks)
+    svg.appendChild(el("svg:text", { x: x(u), y: H - B + 13, "text-anchor": "middle" }, label));
+  for (const [u, label] of c.y_ticks)
+    svg.appendChild(el("svg:text", { x: L - 4, y: y(u) + 3, "text-anchor": "end" }, label));
+  svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, c.x_name));
+  svg.appendChild(el("svg:text", { x: 12, y: (T + H - B) / 2, "text-anchor": "middle",
+    transform: `rotate(-90 12 ${(T + H - B) / 2})` }, c.y_name));
+  for (const p of c.points) {
+    const dot = el("svg:circle", { class: "contour-obs", cx: x(p.u), cy: y(p.v), r: 3 });
+    dot.appendChild(el("svg:title", {}, `${c.x_name} ${fmt(p.x)}, ${c.y_name} ${fmt(p.y)}: ${fmt(p.value)}`));
+    svg.appendChild(dot);
+  }
+  const bx = W - R + 16, steps = 24, bh = (H - B - T) / steps; // the colour bar, low at the bottom
+  for (let k = 0; k < steps; k++)
+    svg.appendChild(el("svg:rect", { class: "cell", x: bx, y: H - B - (k + 1) * bh, width: 12, height: bh + 0.5,
+      fill: ramp((k + 0.5) / steps) }));
+  svg.appendChild(el("svg:text", { x: bx + 16, y: H - B }, fmt(zlo)));
+  svg.appendChild(el("svg:text", { x: bx + 16, y: T + 8 }, fmt(zhi)));
+  svg.appendChild(el("svg:text", { x: bx + 16, y: (T + H - B) / 2 }, direction === "minimize" ? "(min)" : "(max)"));
+  const held = Object.entries(c.fixed).map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
+  svg.appendChild(el("svg:title", {}, held ? `others at the best trial: ${held}` : "posterior mean"));
+  target.replaceChildren(svg);
+}
+
+function cvPlot(target, preds) {
+  // leave-one-out predictions against the observed values, ±2 std bars, the diagonal y = x
+  const W = 420, H = 300, L = 60, R = 10, T = 22, B = 34;
+  const inside = preds.filter((p) => Math.abs(p.observed - p.predicted) <= 2 * p.std).length;
+  const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-points": preds.length,
+    "data-within": inside });
+  const xs = preds.map((p) => p.observed);
+  const ys = preds.flatMap((p) => [p.predicted - 2 * p.std, p.predicted + 2 * p.std]).concat(xs);
+  const [lo, hi] = [Math.min(...xs), Math.max(...xs)];
+  const x = scale(lo, hi, L, W - R), y = scale(Math.min(...ys), Math.max(...ys), H - B, T);
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const v of [Math.min(...ys), Math.max(...ys)])
+    svg.appendChild(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, fmt(v)));
+  for (const v of [lo, hi]) svg.appendChild(el("svg:text", { x: x(v), y: H - B + 13, "text-anchor": "middle" }, fmt(v)));
+  svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "observed"));
+  svg.appendChild(el("svg:text", { x: 12, y: (T + H - B) / 2, "text-anchor": "middle",
+    transform: `rotate(-90 12 ${(T + H - B) / 2})` }, "predicted (leave one out)"));
+  svg.appendChild(el("svg:line", { class: "diagonal", x1: x(lo), y1: y(lo), x2: x(hi), y2: y(hi) }));
+  for (const p of preds) {
+    const bar = el("svg:line", { class: "cv-bar", x1: x(p.observed), x2: x(p.observed),
+      y1: y(p.predicted - 2 * p.std), y2: y(p.predicted + 2 * p.std), "data-trial-id": p.trial_id });
+    const dot = el("svg:circle", { class: "cv-point", cx: x(p.observed), cy: y(p.predicted), r: 3, "data-trial-id": p.trial_id });
+    dot.appendChild(el("svg:title", {}, `trial ${p.trial_id}: observed ${fmt(p.observed)}, predicted ${fmt(p.predicted)} ± ${fmt(2 * p.std)}`));
+    svg.append(bar, dot);
+  }
+  svg.appendChild(el("svg:text", { x: L + 4, y: 12 }, `${inside} of ${preds.length} within 2 std`));
+  target.replaceChildren(svg);
+}
+
+const numericOf = (study) => Object.keys(study.space).filter((n) => study.space[n].type !== "categorical");
+
+function analysisSetup(study) {
+  // a new study: its objectives and numeric parameters in the selects, defaults again
+  const objectives = objectivesOf(study);
+  Object.assign(analysis, { name: study.name, created: study.created_at, key: null, objective: objectives[0].name,
+    x: null, y: null, picked: false });
+  document.getElementById("analysis-objective-row").hidden = objectives.length < 2;
+  document.getElementById("analysis-objective").replaceChildren(...objectives.map((o) => el("option", { value: o.name }, o.name)));
+  const numeric = numericOf(study);
+  for (const id of ["contour-x", "contour-y"]) {
+    document.getElementById(id).replaceChildren(...numeric.map((n) => el("option", { value: n }, n)));
+    document.getElementById(id).hidden = numeric.length < 2;
+  }
+  for (const id of ["importance", "cv", "slices", "contour"]) note(document.getElementById(id), "computing…");
+}
+
+function contourDefaults(study, ranked) {
+  // the two most important numeric parameters, until the user picks others
+  if (analysis.picked) return;
+  const numeric = numericOf(study);
+  const order = (ranked || []).map((r) => r.name).filter((n) => numeric.includes(n));
+  const pair = order.concat(numeric.filter((n) => !order.includes(n))).slice(0, 2);
+  [analysis.x, analysis.y] = pair.length === 2 ? pair : [null, null];
+  if (analysis.x) {
+    document.getElementById("contour-x").value = analysis.x;
+    document.getElementById("contour-y").value = analysis.y;
+  }
+}
+
+async function drawContour(study) {
+  const target = document.getElementById("contour");
+  if (!analysis.x || !analysis.y) { note(target, "a contour needs two numeric parameters"); return; }
+  const ticket = ++analysis.ticket; // a later choice of parameters wins over an earlier answer
+  const c = await analysisJSON(study, { kind: "contour", x: analysis.x, y: analysis.y });
+  if (ticket !== analysis.ticket || current !== study.name) return;
+  if (c.error) note(target, c.error); else contourPlot(target, c.contour, c.direction);
+}
+
+async function refreshAnalysis(study) {
+  // fetched again only when the done count (or the objective) changed, one round at a time:
+  // each answer is a GP fit on the server (cached there by the same count)
+  if (study.name !== analysis.name || study.created_at !== analysis.created) analysisSetup(study);
+  analysis.study = study;
+  const key = `${study.name}|${study.created_at}|${study.states.done}|${analysis.objective}`;
+  if (analysis.busy || key === analysis.key) return;
+  analysis.busy = true;
+  const status = document.getElementById("analysis-status");
+  status.textContent = "computing…";
+  try {
+    const stale = () => current !== study.name || analysis.name !== study.name;
+    const imp = await analysisJSON(study, { kind: "importance" });
+    if (stale()) return;
+    if (imp.error) note(document.getElementById("importance"), imp.error);
+    else importancePlot(document.getElementById("importance"), imp.importance);
+    const sl = await analysisJSON(study, { kind: "slice" });
+    if (stale()) return;
+    const slices = document.getElementById("slices");
+    if (sl.error) note(slices, sl.error);
+    else slices.replaceChildren(...sl.slices.map((s) => slicePanel(s, sl.objective)));
+    contourDefaults(study, imp.importance);
+    await drawContour(study);
+    if (stale()) return;
+    const cv = await analysisJSON(study, { kind: "cv" });
+    if (stale()) return;
+    if (cv.error) note(document.getElementById("cv"), cv.error); else cvPlot(document.getElementById("cv"), cv.cv);
+    analysis.key = key;
+    status.textContent = sl.error ? "" : `(${sl.n_analysed} trials analysed, ${sl.objective})`;
+  } finally {
+    analysis.busy = false;
+  }
+}
+
+document.getElementById("contour-x").addEventListener("change", (e) => {
+  if (e.target.value === analysis.y) { analysis.y = analysis.x; document.getElementById("contour-y").value = analysis.y; }
+  analysis.x = e.target.value; analysis.picked = true;
+  if (current === analysis.name) drawContour(analysis.study).catch(() => {});
+});
+document.getElementById("contour-y").addEventListener("change", (e) => {
+  if (e.target.value === analysis.x) { analysis.x = analysis.y; document.getElementById("contour-x").value = analysis.x; }
+  analysis.y = e.target.value; analysis.picked = true;
+  if (current === analysis.name) drawContour(analysis.study).catch(() => {});
+});
+document.getElementById("analysis-objective").addEventListener("change", (e) => {
+  analysis.objective = e.target.value; analysis.key = null; analysis.picked = false; // drawn at the next poll
+});
+
 async function allTrials(name) {
   let out = [], offset = 0;
   while (offset !== null) {
@@ -398,6 +646,7 @@ async function refresh() {
   const constraints = constraintsOf(study);
   const multi = objectives.length > 1;
   const feasibleSaid = constraints.length ? `; ${study.n_feasible || 0} feasible (${constraints.map((c) => `${c.name} ${c.op} ${fmt(c.bound)}`).join(", ")})` : "";
+  refreshAnalysis(study).catch((e) => { document.getElementById("analysis-status").textContent = "error: " + e.message; });
   document.getElementById("convergence").hidden = multi;
   document.getElementById("curves-figure").hidden = true;
   document.getElementById("pareto-figure").hidden = !multi;
