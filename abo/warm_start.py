@@ -19,9 +19,10 @@ the old trials with the new ones instead (the simple alternative) makes old valu
 observations of the new objective: a shifted optimum is then fought by every old point near
 the old one. ``docs/surrogate.md`` has the choice and ``benchmarks/warm_start.py`` its measure.
 
-Before the study's first result there is no GP of its own: its first proposals are the sources'
-best configurations (distinct, best first; parameters the sources lack come from the study's
-Sobol design), up to ``n_initial`` of them, which replace the quasi-random initial design.
+Before the study's first results there is no GP of its own: its first proposals are the sources'
+best configurations (best first, each away from the better ones, so that every optimum the
+sources found is visited once; parameters the sources lack come from the study's Sobol
+design): they replace the quasi-random initial design, which shrinks to 2 points.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ FIELD = "warm_start_from"
 WARM = "warm-start"  # the proposal record of a source's configuration proposed as it is
 WEIGHT_PRIOR = (1.0, 1.0)  # Normal(loc, scale) of the prior mean's weight w
 MIN_TRIALS = 2  # a source GP needs at least this many results
+SPREAD = 0.05  # the least distance between two of the sources' points proposed first
 
 
 def error(message: str) -> AboError:
@@ -182,7 +184,10 @@ def span(space: Space, name: str) -> tuple[int, int]:
 
 
 def ranked(spec: StudySpec) -> list[dict[str, Any]]:
-    """The sources' distinct configurations, best first (on each source's own scale)."""
+    """The sources' configurations, best first (on each source's own scale), each at least
+    ``SPREAD`` (root-mean-square over the unit cube's shared coordinates) from the better ones:
+    a finished study holds many near-copies of its best point, and the first proposals
+    should visit each of its optima once, not one of them four times."""
     rows = []
     for s in (e for e in spec.warm_start_from if isinstance(e, Mapping)):
         sign = 1.0 if s["direction"] == "maximize" else -1.0
@@ -192,8 +197,16 @@ def ranked(spec: StudySpec) -> list[dict[str, Any]]:
         for r, v in zip(s["trials"], values, strict=True):
             rows.append(((v - mean) / (spread or 1.0), r["params"]))
     rows.sort(key=lambda row: -row[0])  # stable: ties keep the sources' order
-    seen: list[dict[str, Any]] = []
+    space = spec.space
+    chosen: list[tuple[dict[str, Any], dict[str, list[float]]]] = []
     for _, params in rows:
-        if params not in seen:
-            seen.append(dict(params))
-    return seen
+        unit = {n: space[n].encode(v) for n, v in params.items()}
+        if all(_rms(unit, other) >= SPREAD for _, other in chosen):
+            chosen.append((dict(params), unit))
+    return [params for params, _ in chosen]
+
+
+def _rms(a: Mapping[str, list[float]], b: Mapping[str, list[float]]) -> float:
+    """Root-mean-square distance of two encodings over the coordinates they share."""
+    diffs = [(u - v) ** 2 for n in a.keys() & b.keys() for u, v in zip(a[n], b[n], strict=True)]
+    return math.sqrt(sum(diffs) / len(diffs)) if diffs else math.inf
