@@ -231,5 +231,5 @@ def contour(spec: StudySpec, trials: Sequence[Trial], x_name: str, y_name: str,
     decode_x = [float(space[x_name].decode([float(v)])) for v in u]
     decode_y = [float(space[y_name].decode([float(v)])) for v in u]
     points = [(float(t.params[x_name]), float(t.params[y_name]), float(t.values[o.name]))
-              for t in done]  # fmt: skip
+              for t in done if x_name in t.params and y_name in t.params]  # fmt: skip
     return Contour(x_name, y_name, decode_x, decode_y, Z.tolist(), fixed, points)

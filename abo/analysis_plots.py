@@ -64,13 +64,15 @@ def slices(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str
     rank = {k: r for r, k in enumerate(order)}
     for ax, name in zip(axes.flat, names, strict=False):
         param = spec.space[name]
-        xs = [t.params[name] for t in done]
+        have = [k for k, t in enumerate(done) if name in t.params]  # active in (conditional)
+        xs = [done[k].params[name] for k in have]
         if isinstance(param, Categorical):
             xs = [param.choices.index(x) for x in xs]
             ax.set_xticks(range(len(param.choices)), [str(c) for c in param.choices])
         elif param.log:
             ax.set_xscale("log")
-        ax.scatter(xs, y.tolist(), c=[rank[k] for k in range(len(done))], cmap="viridis", s=14)
+        ys = [float(y[k]) for k in have]
+        ax.scatter(xs, ys, c=[rank[k] for k in have], cmap="viridis", s=14)
         ax.set_xlabel(name)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(names) :]:

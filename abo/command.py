@@ -212,7 +212,10 @@ class Command:
         try:
             return [arg.format(**params) for arg in self.argv]
         except KeyError as exc:
-            raise AboError(f"command: placeholder {{{exc.args[0]}}} is not a parameter") from None
+            raise AboError(
+                f"command: placeholder {{{exc.args[0]}}} is not a parameter of this trial (not "
+                "in the space, or a conditional parameter inactive here)"
+            ) from None
         except (IndexError, ValueError) as exc:
             raise AboError(f"command: bad placeholder in {self.template!r}: {exc}") from None
 

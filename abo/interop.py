@@ -167,7 +167,7 @@ def _frozen(optuna: Any, t: Trial, state: Any, spec: Any, dists: Mapping[str, An
         state=state,
         values=values,
         params=dict(t.params),
-        distributions=dict(dists),
+        distributions={n: dists[n] for n in t.params},  # a conditional space: the active ones
         user_attrs=user,
         intermediate_values=intermediate,
         system_attrs={"constraints": constraints} if constraints is not None else None,

@@ -213,6 +213,8 @@ def parallel_figure(
 
     def position(name: str, value: object) -> float:
         p = space_json[name]
+        if value is None:  # a conditional parameter inactive in this trial: a gap in its line
+            return math.nan
         if p["type"] == "categorical":
             choices = p["choices"]
             return (choices.index(value) + 0.5) / len(choices) if value in choices else 0.5

@@ -123,6 +123,50 @@ def _snap(param: Float | Int, u: Tensor) -> Tensor:
     return u.new_tensor(values).reshape(u.shape)
 
 
+Condition = tuple[tuple[str, tuple[Choice, ...]], ...]
+"""A parameter's ``when``, normalised: ``((parent, allowed values), ...)``, all must hold."""
+
+INACTIVE = 0.5
+"""The unit-cube coordinate of an inactive parameter (every column of its block): one fixed
+value, so two configurations without it do not differ in it, in the middle of the cube, so no
+active value is more than half the cube from it (``Space.to_unit``)."""
+
+
+def _when(when: Any, kind: str) -> Condition:
+    """``when`` as given (``{parent: value or [values]}``) in its normalised form."""
+    if when is None or when == ():
+        return ()
+    if isinstance(when, tuple) and all(isinstance(c, tuple) and len(c) == 2 for c in when):
+        when = {parent: list(values) for parent, values in when}  # already normalised
+    if not isinstance(when, Mapping) or not when:
+        raise SearchSpaceError(
+            f"{kind}: when must map parent parameters to their values, such as "
+            f"{{'optimizer': 'sgd'}}, got {_show(when)}"
+        )
+    out = []
+    for parent, values in when.items():
+        if not isinstance(parent, str) or not parent:
+            raise SearchSpaceError(f"{kind}: when's keys must be parameter names, got {parent!r}")
+        listed = list(values) if isinstance(values, list | tuple) else [values]
+        if not listed:
+            raise SearchSpaceError(f"{kind}: when[{parent!r}] lists no value")
+        for v in listed:
+            if _kind(v) is None:
+                raise SearchSpaceError(
+                    f"{kind}: when[{parent!r}] values must be str, int, float or bool, "
+                    f"got {_show(v)}"
+                )
+        out.append((parent, tuple(_plain(v) for v in listed)))
+    return tuple(out)
+
+
+def _with_when(out: dict[str, Any], when: Condition) -> dict[str, Any]:
+    """A parameter's JSON form with its condition (left out when it has none)."""
+    if when:
+        out["when"] = {parent: list(values) for parent, values in when}
+    return out
+
+
 @dataclass(frozen=True)
 class Float:
     """A real parameter in ``[low, high]``; ``log=True`` models it on a log scale.
@@ -141,8 +185,10 @@ class Float:
     high: float
     log: bool = False
     step: float | None = None
+    when: Any = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "when", _when(self.when, "Float"))
         for field in ("low", "high"):
             v = getattr(self, field)
             if not _is_real(v):
@@ -253,7 +299,8 @@ class Float:
 
     def to_json(self) -> dict[str, Any]:
         out = {"type": "float", "low": self.low, "high": self.high, "log": self.log}
-        return out if self.step is None else {**out, "step": self.step}
+        out = out if self.step is None else {**out, "step": self.step}
+        return _with_when(out, self.when)
 
 
 @dataclass(frozen=True)
@@ -277,8 +324,10 @@ class Int:
     high: int
     log: bool = False
     step: int = 1
+    when: Any = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "when", _when(self.when, "Int"))
         for field in ("low", "high", "step"):
             v = getattr(self, field)
             if not _is_whole(v):
@@ -349,7 +398,8 @@ class Int:
 
     def to_json(self) -> dict[str, Any]:
         out = {"type": "int", "low": self.low, "high": self.high, "log": self.log}
-        return out if self.step == 1 else {**out, "step": self.step}
+        out = out if self.step == 1 else {**out, "step": self.step}
+        return _with_when(out, self.when)
 
 
 @dataclass(frozen=True)
@@ -362,8 +412,10 @@ class Categorical:
     """
 
     choices: tuple[Choice, ...]
+    when: Any = None
 
-    def __init__(self, choices: Sequence[Choice]) -> None:
+    def __init__(self, choices: Sequence[Choice], when: Any = None) -> None:
+        object.__setattr__(self, "when", _when(when, "Categorical"))
         if isinstance(choices, str) or not isinstance(choices, Sequence):
             raise SearchSpaceError("Categorical: choices must be a list")
         choices = tuple(choices)
@@ -384,10 +436,14 @@ class Categorical:
 
     def __eq__(self, other: object) -> bool:
         # typed: choices 1, 1.0 and True are different (they decode to different values)
-        return isinstance(other, Categorical) and self._typed() == other._typed()
+        return (
+            isinstance(other, Categorical)
+            and self._typed() == other._typed()
+            and self.when == other.when
+        )
 
     def __hash__(self) -> int:
-        return hash(self._typed())
+        return hash((self._typed(), self.when))
 
     def _typed(self) -> tuple[tuple[str, Choice], ...]:
         return tuple((type(c).__name__, c) for c in self.choices)
@@ -423,16 +479,16 @@ class Categorical:
         return self.choices[idx]
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "categorical", "choices": list(self.choices)}
+        return _with_when({"type": "categorical", "choices": list(self.choices)}, self.when)
 
 
 Parameter = Float | Int | Categorical
 
 
 _KEYS: dict[str, tuple[str, ...]] = {
-    "float": ("type", "low", "high", "log", "step"),
-    "int": ("type", "low", "high", "log", "step"),
-    "categorical": ("type", "choices"),
+    "float": ("type", "low", "high", "log", "step", "when"),
+    "int": ("type", "low", "high", "log", "step", "when"),
+    "categorical": ("type", "choices", "when"),
 }
 
 
@@ -461,13 +517,14 @@ def parameter_from_json(data: Any, name: str = "parameter") -> Parameter:
         if key not in data:
             raise SearchSpaceError(f"{name}: {kind} is missing {key!r}")
     try:
+        when = data.get("when")
         if kind == "categorical":
-            return Categorical(data["choices"])
+            return Categorical(data["choices"], when=when)
         log = False if data.get("log") is None else data["log"]
         if kind == "float":
-            return Float(data["low"], data["high"], log=log, step=data.get("step"))
+            return Float(data["low"], data["high"], log=log, step=data.get("step"), when=when)
         step = 1 if data.get("step") is None else data["step"]
-        return Int(data["low"], data["high"], log=log, step=step)
+        return Int(data["low"], data["high"], log=log, step=step, when=when)
     except SearchSpaceError as exc:
         reason = str(exc).split(": ", 1)[-1]  # "Float: low must be ..." -> "low must be ..."
         raise SearchSpaceError(f"{name}: {reason}") from None
@@ -499,6 +556,75 @@ class Space(Mapping[str, Parameter]):
             self._slices[name] = slice(start, start + p.width)
             start += p.width
         self.dim = start
+        self._order = self._check_conditions()
+        self.conditional = any(p.when for p in self._params.values())
+
+    def _check_conditions(self) -> list[str]:
+        """The parameters with every parent before its children (conditions checked: parents
+        exist, are a ``Categorical`` or an ``Int``, the values are theirs, no cycle)."""
+        for name, p in self._params.items():
+            for parent, values in p.when:
+                if parent == name:
+                    raise SearchSpaceError(f"{name}: when names the parameter itself")
+                if parent not in self._params:
+                    raise SearchSpaceError(
+                        f"{name}: when names {parent!r}, which is not a parameter "
+                        f"(space has {list(self._params)})"
+                    )
+                q = self._params[parent]
+                if not isinstance(q, Categorical | Int):
+                    raise SearchSpaceError(
+                        f"{name}: when's parent {parent!r} must be a Categorical or an Int "
+                        "(a condition on a real value would hold on a set of measure zero)"
+                    )
+                for v in values:
+                    try:
+                        q.check(parent, v)
+                    except SearchSpaceError as exc:
+                        raise SearchSpaceError(f"{name}: when[{parent!r}]: {exc}") from None
+        order: list[str] = []
+        state: dict[str, int] = {}  # 1: being visited, 2: done
+
+        def visit(name: str, path: list[str]) -> None:
+            if state.get(name) == 2:
+                return
+            if state.get(name) == 1:
+                cycle = " -> ".join([*path[path.index(name) :], name])
+                raise SearchSpaceError(f"{name}: its conditions form a cycle ({cycle})")
+            state[name] = 1
+            for parent, _ in self._params[name].when:
+                visit(parent, [*path, name])
+            state[name] = 2
+            order.append(name)
+
+        for name in self._params:
+            visit(name, [])
+        return order
+
+    def active(self, params: Mapping[str, Any]) -> dict[str, bool]:
+        """Whether each parameter is active given the values of ``params`` (a parameter is
+        active when every parent is active and takes one of the values its ``when`` lists)."""
+        out: dict[str, bool] = {}
+        for name in self._order:
+            out[name] = all(
+                out[parent] and parent in params and self._holds(parent, params[parent], values)
+                for parent, values in self._params[name].when
+            )
+        return out
+
+    def _holds(self, parent: str, value: Any, values: tuple[Choice, ...]) -> bool:
+        q = self._params[parent]
+        if isinstance(q, Categorical):
+            return q._index(value) is not None and q._index(value) in {q._index(v) for v in values}
+        return _is_real(value) and any(float(value) == float(v) for v in values)
+
+    def condition_text(self, name: str) -> str:
+        """``name``'s condition in words (``"optimizer is 'sgd'"``), for error messages."""
+        parts = []
+        for parent, values in self._params[name].when:
+            shown = repr(values[0]) if len(values) == 1 else f"one of {list(values)}"
+            parts.append(f"{parent} is {shown}")
+        return " and ".join(parts)
 
     def __getitem__(self, name: str) -> Parameter:
         return self._params[name]
@@ -536,10 +662,31 @@ class Space(Mapping[str, Parameter]):
         unknown = sorted(set(map(str, params)) - set(self._params))
         if unknown:
             raise SearchSpaceError(f"{unknown[0]}: unknown parameter (space has {list(self)})")
-        missing = [n for n in self._params if n not in params]
-        if missing:
-            raise SearchSpaceError(f"{missing[0]}: missing parameter")
-        return {n: p.check(n, params[n]) for n, p in self._params.items()}
+        if not self.conditional:
+            missing = [n for n in self._params if n not in params]
+            if missing:
+                raise SearchSpaceError(f"{missing[0]}: missing parameter")
+            return {n: p.check(n, params[n]) for n, p in self._params.items()}
+        checked: dict[str, ParamValue] = {}
+        active: dict[str, bool] = {}
+        for name in self._order:  # parents first: a child's activity needs their checked values
+            p = self._params[name]
+            active[name] = all(
+                active[parent] and self._holds(parent, checked[parent], values)
+                for parent, values in p.when
+            )
+            if active[name] and name not in params:
+                raise SearchSpaceError(
+                    f"{name}: missing parameter (active because {self.condition_text(name)})"
+                )
+            if not active[name] and name in params:
+                raise SearchSpaceError(
+                    f"{name}: inactive here, so it must not be given (it is active only when "
+                    f"{self.condition_text(name)})"
+                )
+            if active[name]:
+                checked[name] = p.check(name, params[name])
+        return {n: checked[n] for n in self._params if n in checked}
 
     def to_unit(self, params: Mapping[str, ParamValue]) -> Tensor:
         """Encode one parameter dict as a ``D`` tensor in the unit cube."""
@@ -547,7 +694,8 @@ class Space(Mapping[str, Parameter]):
 
         out: list[float] = []
         for name, p in self._params.items():
-            out.extend(p.encode(params[name]))
+            # an inactive parameter is absent from a valid dict: INACTIVE in its every column
+            out.extend(p.encode(params[name]) if name in params else [INACTIVE] * p.width)
         return torch.tensor(out, dtype=torch.double)
 
     def to_unit_batch(self, params: Sequence[Mapping[str, ParamValue]]) -> Tensor:
@@ -563,7 +711,11 @@ class Space(Mapping[str, Parameter]):
         values = [float(v) for v in (x.tolist() if hasattr(x, "tolist") else x)]
         if len(values) != self.dim:
             raise SearchSpaceError(f"x: expected {self.dim} coordinates, got {len(values)}")
-        return {n: p.decode(values[self._slices[n]]) for n, p in self._params.items()}
+        decoded = {n: p.decode(values[self._slices[n]]) for n, p in self._params.items()}
+        if not self.conditional:
+            return decoded
+        active = self.active(decoded)
+        return {n: v for n, v in decoded.items() if active[n]}
 
     def round(self, X: Tensor) -> Tensor:
         """Snap ``n x D`` relaxed points onto encodings of valid parameters."""
@@ -574,7 +726,17 @@ class Space(Mapping[str, Parameter]):
             s = self._slices[name]
             for i in range(X.shape[0]):
                 X[i, s] = p.round(X[i, s])
+        if self.conditional:  # inactive parameters at INACTIVE: one encoding per configuration
+            for i in range(X.shape[0]):
+                active = self.active(self._decode_all(X[i]))
+                for name, on in active.items():
+                    if not on:
+                        X[i, self._slices[name]] = INACTIVE
         return X
+
+    def _decode_all(self, x: Tensor) -> dict[str, ParamValue]:
+        values = x.tolist()
+        return {n: p.decode(values[self._slices[n]]) for n, p in self._params.items()}
 
     @property
     def is_continuous(self) -> bool:

@@ -260,6 +260,14 @@ class StudySpec:
 
         linear = parse_all(self.parameter_constraints, self.space)
         object.__setattr__(self, "parameter_constraints", tuple(c.text for c in linear))
+        for c in linear:
+            for name, _ in c.terms:
+                if self.space[name].when:
+                    raise AboError(
+                        f"{FIELD}: {c.text!r} involves {name!r}, which is conditional (absent "
+                        "from some trials); a linear constraint needs parameters every trial has",
+                        field=FIELD,
+                    )
         if linear and not reachable(self.space, linear):
             raise AboError(
                 f"{FIELD}: no point of the first 4096 Sobol points satisfies them all; the "
@@ -298,6 +306,12 @@ class StudySpec:
 
             if Fidelity.parse(self.fidelity, self.space).to_json() != dict(self.fidelity):
                 raise AboError(f"{FIDELITY}: not a parsed fidelity option", field=FIDELITY)
+            if self.space[self.fidelity["parameter"]].when:
+                raise AboError(
+                    f"{FIDELITY}: {self.fidelity['parameter']!r} is conditional; every trial "
+                    "needs a fidelity",
+                    field=FIDELITY,
+                )
             if len(self.objectives) != 1:
                 raise AboError(
                     f"{FIDELITY}: a fidelity is for a study of one objective (this one has "

@@ -158,6 +158,7 @@ def _slices(spec: StudySpec, done: Sequence[Trial], objective: str) -> list[Slic
                     feasible=ok[t.id],
                 )
                 for t in order
+                if name in t.params  # a conditional parameter: the trials it is active in
             ],
         )
         for name in spec.space

@@ -202,6 +202,8 @@ function paretoPlot(target, objectives, constraints, trials, front) {
   target.replaceChildren(...panels);
 }
 
+const INACTIVE_AT = -0.1; // where a trial crosses the axis of a parameter inactive in it
+
 function parallelPlot(target, study, trials, front) {
   const names = Object.keys(study.space);
   const done = front === null ? trials.filter((t) => t.state === "done" && t.value !== null)
@@ -219,6 +221,9 @@ function parallelPlot(target, study, trials, front) {
     const lo = f(p.type === "int" ? p.low - 0.5 : p.low), hi = f(p.type === "int" ? p.high + 0.5 : p.high);
     return { name: n, pos: (v) => (f(v) - lo) / (hi - lo), ticks: [[0, fmt(p.low)], [1, fmt(p.high)]] };
   });
+  // a conditional parameter's axis has a slot below it for the trials it is inactive in
+  axes.forEach((a) => { if (study.space[a.name].when) a.ticks.push([INACTIVE_AT, "inactive"]); });
+  const at = (a, t) => t.params[a.name] === undefined ? INACTIVE_AT : a.pos(t.params[a.name]);
   const valueAxis = (name, get) => {
     const vals = done.map(get), vlo = Math.min(...vals), vhi = Math.max(...vals);
     return { name, get, pos: (v) => vhi > vlo ? (v - vlo) / (vhi - vlo) : 0.5, ticks: done.length ? [[0, fmt(vlo)], [1, fmt(vhi)]] : [] };
@@ -236,7 +241,7 @@ function parallelPlot(target, study, trials, front) {
     : done.slice().sort((a, b) => sign * (b.value - a.value));
   order.forEach((t, rank) => {
     const q = multi ? (front.has(t.id) ? 1 : 0) : order.length > 1 ? rank / (order.length - 1) : 1;
-    const pts = axes.map((a, i) => `${ax(i)},${yy(i >= params ? a.pos(a.get(t)) : a.pos(t.params[a.name]))}`);
+    const pts = axes.map((a, i) => `${ax(i)},${yy(i >= params ? a.pos(a.get(t)) : at(a, t))}`);
     const ok = feasible(t, constraints);
     const line = el("svg:polyline", { class: ok ? "pc" : "pc infeasible", points: pts.join(" "),
       stroke: ok ? `hsl(215, 60%, ${80 - 55 * q}%)` : "hsl(0, 60%, 70%)", "data-trial-id": t.id });
@@ -246,7 +251,7 @@ function parallelPlot(target, study, trials, front) {
   });
   // failed trials have parameters and no value: dashed red lines across the parameter axes
   for (const t of trials.filter((t) => t.state === "failed")) {
-    const pts = axes.slice(0, params).map((a, i) => `${ax(i)},${yy(a.pos(t.params[a.name]))}`);
+    const pts = axes.slice(0, params).map((a, i) => `${ax(i)},${yy(at(a, t))}`);
     const line = el("svg:polyline", { class: "pc-failed", points: pts.join(" "), "data-trial-id": t.id });
     line.appendChild(el("svg:title", {}, `trial ${t.id} failed${t.reason ? ": " + t.reason : ""}`));
     svg.appendChild(line);
