@@ -618,6 +618,39 @@ class Space(Mapping[str, Parameter]):
             return q._index(value) is not None and q._index(value) in {q._index(v) for v in values}
         return _is_real(value) and any(float(value) == float(v) for v in values)
 
+    def max_active(self) -> int:
+        """The most parameters one configuration has (``len(self)`` without conditions): what
+        the initial design's size scales with. Exact: over every combination of the parents'
+        values that a condition names (and one value none names), up to 4096 of them."""
+        if not self.conditional:
+            return len(self)
+        cached = self.__dict__.get("_max_active")
+        if cached is None:
+            cached = self.__dict__["_max_active"] = self._count_max_active()
+        return int(cached)
+
+    def _count_max_active(self) -> int:
+        parents = sorted({parent for p in self._params.values() for parent, _ in p.when})
+        domains: list[list[Any]] = []
+        for parent in parents:
+            q = self._params[parent]
+            named = [v for p in self._params.values() for par, vs in p.when if par == parent
+                     for v in vs]  # fmt: skip
+            options = list(q.choices) if isinstance(q, Categorical) else sorted(set(named))
+            if isinstance(q, Int):  # and an integer no condition names, if there is one
+                other = next((v for v in range(q.low, q.high + 1, q.step) if v not in named), None)
+                options += [] if other is None else [other]
+            domains.append(options)
+        if math.prod(len(d) for d in domains) > 4096:
+            return len(self)
+        import itertools
+
+        best = 0
+        for combo in itertools.product(*domains):
+            values = dict(zip(parents, combo, strict=True))
+            best = max(best, sum(self.active(values).values()))
+        return best
+
     def condition_text(self, name: str) -> str:
         """``name``'s condition in words (``"optimizer is 'sgd'"``), for error messages."""
         parts = []

@@ -436,11 +436,12 @@ class StudySpec:
 
     @property
     def resolved_n_initial(self) -> int:
-        """Size of the initial design (default ``2 *`` parameters, at least 2; 2 with a warm
-        start, whose sources' best points it holds and whose GP guides the rest)."""
+        """Size of the initial design (default ``2 *`` parameters, at least 2, counting those
+        one configuration has at most in a conditional space; 2 with a warm start, whose
+        sources' best points it holds and whose GP guides the rest)."""
         if self.n_initial is not None:
             return self.n_initial
-        return 2 if self.warm_start_from else max(2, 2 * len(self.space))
+        return 2 if self.warm_start_from else max(2, 2 * self.space.max_active())
 
     def replace(self, **changes: Any) -> StudySpec:
         spec = replace(self, **changes)

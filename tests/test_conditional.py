@@ -171,3 +171,11 @@ def test_export_to_optuna_keeps_each_trials_own_parameters(tmp_path: Path) -> No
     to_optuna(study, url)
     exported = optuna.load_study(study_name=study.name, storage=url)
     assert [set(t.params) for t in exported.trials] == [set(t.params) for t in study.trials]
+
+
+def test_the_initial_design_counts_the_most_parameters_one_configuration_has() -> None:
+    # optimizer, momentum or beta2, layers, units_3, dropout_3: never all six at once
+    assert SPACE.max_active() == 5 and len(SPACE) == 6
+    assert abo.create_study(SPACE, seed=0).spec.resolved_n_initial == 10
+    flat = Space({n: Float(0, 1) for n in "abc"})
+    assert flat.max_active() == 3
