@@ -8,6 +8,8 @@ python -m benchmarks mo-latency --observations 300 --json mo-latency.json
 python -m benchmarks utilization --trials 200 --workers 32
 python -m benchmarks fidelity run --out results/fidelity.jsonl --processes 2
 python -m benchmarks curves run --out results/curves.jsonl --processes 2
+python -m benchmarks warm-start run --out results/warm-start.jsonl --processes 2
+python -m benchmarks conditional run --out results/conditional.jsonl --processes 2
 """
 
 from __future__ import annotations
@@ -102,6 +104,34 @@ def _curves(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warm_start(args: argparse.Namespace) -> int:
+    from benchmarks import budget_report, warm_start
+
+    if args.action == "report":
+        runs = warm_start.read(args.results)
+        print(budget_report.write(runs, "evals", "evaluations of the new problem", args.out,
+                                  "Warm start: a shifted and scaled problem, from a study of "
+                                  "the original", reference="cold"))  # fmt: skip
+        return 0
+    todo = warm_start.cells(args.methods, args.problems, args.k, args.seeds)
+    warm_start.run(todo, args.out, args.processes, say=_log)
+    return 0
+
+
+def _conditional(args: argparse.Namespace) -> int:
+    from benchmarks import budget_report, conditional
+
+    if args.action == "report":
+        runs = conditional.read(args.results)
+        print(budget_report.write(runs, "evals", "evaluations", args.out,
+                                  "Conditional space: three branches of different dimension",
+                                  reference="auto"))  # fmt: skip
+        return 0
+    todo = conditional.cells(args.methods, args.problems, args.k, args.seeds)
+    conditional.run(todo, args.out, args.processes, say=_log)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line, one sub-command per benchmark."""
     from benchmarks.suites import SUITES
@@ -175,6 +205,8 @@ def parser() -> argparse.ArgumentParser:
     for name, func, help_text in (
         ("fidelity", _fidelity, "multi-fidelity problems against cost (benchmarks/fidelity.py)"),
         ("curves", _curves, "learning curves with and without stopping (benchmarks/curves.py)"),
+        ("warm-start", _warm_start, "warm start against cold (benchmarks/warm_start.py)"),
+        ("conditional", _conditional, "a conditional space (benchmarks/conditional.py)"),
     ):
         cmd = sub.add_parser(name, help=help_text)
         actions = ["run", "report", "table"] if name == "curves" else ["run", "report"]
@@ -189,7 +221,9 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--processes", type=int, default=1)
         cmd.add_argument("--methods", nargs="+", default=None)
         cmd.add_argument("--problems", nargs="+", default=None)
-        cmd.add_argument("--k", nargs="+", type=int, default=[4, 16])
+        cmd.add_argument(
+            "--k", nargs="+", type=int, default=[4] if name == "warm-start" else [4, 16]
+        )
         cmd.add_argument("--seeds", type=int, default=10)
         cmd.add_argument("--n", type=int, default=200, help="table: configurations to train")
         cmd.set_defaults(func=func)
