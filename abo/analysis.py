@@ -127,6 +127,8 @@ def importance(spec: StudySpec, trials: Sequence[Trial], objective: str | None =
         cols = space._slices[name]
         AB = A.clone()
         AB[:, cols] = B[:, cols]
+        if space.conditional:  # the swap may change which parameters are active
+            AB = space.round(AB)
         f_AB = _mean(model, AB)
         sobol = float((f_B * (f_AB - f_A)).mean() / var) if var > 0 else 0.0
         total = float(0.5 * ((f_A - f_AB) ** 2).mean() / var) if var > 0 else 0.0

@@ -760,16 +760,29 @@ class Space(Mapping[str, Parameter]):
             for i in range(X.shape[0]):
                 X[i, s] = p.round(X[i, s])
         if self.conditional:  # inactive parameters at INACTIVE: one encoding per configuration
-            for i in range(X.shape[0]):
-                active = self.active(self._decode_all(X[i]))
-                for name, on in active.items():
-                    if not on:
-                        X[i, self._slices[name]] = INACTIVE
+            for name, on in self._active_rows(X).items():
+                X[~on, self._slices[name]] = INACTIVE
         return X
 
-    def _decode_all(self, x: Tensor) -> dict[str, ParamValue]:
-        values = x.tolist()
-        return {n: p.decode(values[self._slices[n]]) for n, p in self._params.items()}
+    def _active_rows(self, X: Tensor) -> dict[str, Tensor]:
+        """Per parameter, which rows of rounded points ``X`` (``n x D``) it is active in."""
+        import torch
+
+        out: dict[str, Tensor] = {}
+        for name in self._order:
+            on = torch.ones(X.shape[0], dtype=torch.bool)
+            for parent, values in self._params[name].when:
+                q, cols = self._params[parent], X[:, self._slices[parent]]
+                if isinstance(q, Categorical):
+                    allowed = torch.tensor([q._index(v) for v in values])
+                    holds = torch.isin(cols.argmax(dim=-1), allowed)
+                else:  # an Int: decode each distinct coordinate once
+                    unique, inverse = torch.unique(cols[:, 0], return_inverse=True)
+                    decoded = torch.tensor([float(q.decode([float(u)])) for u in unique])
+                    holds = torch.isin(decoded[inverse], torch.tensor([float(v) for v in values]))
+                on &= out[parent] & holds
+            out[name] = on
+        return out
 
     @property
     def is_continuous(self) -> bool:

@@ -575,3 +575,44 @@ def test_the_analysis_panels_say_why_they_cannot_draw_and_follow_the_objective(
         assert any("objective=cost" in u for u in requests)
         assert page.locator("#cv svg").get_attribute("data-points") == "5"
         assert not errors, errors
+
+
+def test_a_conditional_study_draws_inactive_parameters_below_their_axes(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    _chromium()
+    space = {
+        "opt": {"type": "categorical", "choices": ["sgd", "adam"]},
+        "momentum": {"type": "float", "low": 0, "high": 1, "when": {"opt": "sgd"}},
+        "beta2": {"type": "float", "low": 0.9, "high": 1, "when": {"opt": "adam"}},
+    }
+    r = api.post("/studies", json={"name": study_name, "space": space, "seed": 1,
+                                   "strategy": "random"})  # fmt: skip
+    assert r.status_code == 201, r.text
+    trials = api.post(f"/studies/{study_name}/ask", json={"count": 8}).json()["trials"]
+    for t in trials:
+        p = t["params"]
+        value = p["momentum"] if p["opt"] == "sgd" else 1 - p["beta2"]
+        api.post(f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": value})
+    sgd = {t["id"] for t in trials if t["params"]["opt"] == "sgd"}
+    assert 0 < len(sgd) < len(trials)  # the seed gives both branches
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        _wait(page, "document.querySelectorAll('#parallel svg polyline.pc').length === 8")
+        # the beta2 axis (third) is crossed below its bottom by the sgd trials' lines
+        lines = page.locator("#parallel svg polyline.pc").all()
+        below = set()
+        for line in lines:
+            (_, y_low) = map(float, line.get_attribute("points").split()[2].split(","))
+            bottom = float(page.locator("#parallel svg line.axis").nth(2).get_attribute("y1"))
+            if y_low > bottom:
+                below.add(int(line.get_attribute("data-trial-id")))
+        assert below == sgd
+        texts = page.evaluate(
+            "Array.from(document.querySelectorAll('#parallel svg text'), t => t.textContent)"
+        )
+        assert texts.count("inactive") == 2  # momentum's and beta2's slots
+        _wait(page, "document.querySelectorAll('#analysis svg[data-name=momentum]').length === 1")
+        assert page.locator("#analysis svg[data-name=momentum]").get_attribute(
+            "data-points"
+        ) == str(len(sgd))
+        assert errors == []

@@ -431,15 +431,19 @@ function importancePlot(target, rows) {
 }
 
 function slicePanel(s, objective) {
-  const W = 270, H = 190, L = 50, R = 8, T = 8, B = 34;
+  const W = 270, H = 190, L = 56, R = 8, T = 8, B = 34;
   const n = s.points.length;
   const svg = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-name": s.name, "data-points": n });
+  if (!n) {  // a conditional parameter inactive in every analysed trial
+    svg.appendChild(el("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, `${s.name}: inactive in every trial`));
+    return svg;
+  }
   const ys = s.points.map((p) => p.value);
   const x = scale(0, 1, L, W - R), y = scale(Math.min(...ys), Math.max(...ys), H - B, T);
   svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
   svg.appendChild(el("svg:line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
   for (const v of [Math.min(...ys), Math.max(...ys)])
-    svg.appendChild(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, fmt(v)));
+    svg.appendChild(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, Number(v.toPrecision(3)).toString()));
   for (const [u, label] of s.ticks)
     svg.appendChild(el("svg:text", { x: x(u), y: H - B + 13, "text-anchor": "middle" }, label));
   svg.appendChild(el("svg:text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, s.name));
