@@ -32,3 +32,18 @@ def test_readme_python_example_runs_twice_without_duplicates(tmp_path: Path) -> 
     assert [t.params for t in trials].count(enqueued) == 1
     assert [t.params for t in trials].count(added) == 1
     assert all(t.state is abo.TrialState.DONE for t in trials)
+
+
+def test_the_other_python_examples_run_as_plain_files_and_again(tmp_path: Path) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)[1:]
+    assert blocks, "README has only the first example"
+    for i, block in enumerate(blocks):
+        script = tmp_path / f"example{i}.py"
+        script.write_text(block)
+        outputs = []
+        for _ in (1, 2):
+            out = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=240)  # fmt: skip
+            assert out.returncode == 0, out.stderr
+            outputs.append(out.stdout)
+        assert outputs[0] == outputs[1]  # seeded, in memory: the same run again
