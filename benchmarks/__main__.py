@@ -73,62 +73,38 @@ def _memory(args: argparse.Namespace) -> int:
     return memory_main(args)
 
 
-def _fidelity(args: argparse.Namespace) -> int:
-    from benchmarks import budget_report, fidelity
+GRIDS: dict[str, tuple[str, str, str, str | None]] = {
+    # command: (what the runs are measured against, its label, the report's title, reference)
+    "fidelity": ("spent", "cost spent (target evaluations)",
+                 "Multi-fidelity: regret at the target against cost", "single"),
+    "curves": ("steps", "steps spent",
+               "Learning curves: regret of full runs against steps spent", "auto"),
+    "warm-start": ("evals", "evaluations of the new problem",
+                   "Warm start: a shifted and scaled problem, from a study of the original",
+                   "cold"),
+    "conditional": ("evals", "evaluations",
+                    "Conditional space: three branches of different dimension", "auto"),
+}  # fmt: skip
+"""The benchmarks measured against a budget (``benchmarks/budget_runs.py``): each module has
+``cells``, ``run`` and ``read``, and ``budget_report`` writes their reports."""
 
+
+def _grid(args: argparse.Namespace) -> int:
+    import importlib
+
+    from benchmarks import budget_report
+
+    module = importlib.import_module("benchmarks." + args.command.replace("-", "_"))
+    if args.action == "table":  # the learning curves' tabulated trainer
+        module.write_table(args.n, say=_log)
+        return 0
     if args.action == "report":
-        runs = fidelity.read(args.results)
-        print(budget_report.write(runs, "spent", "cost spent (target evaluations)", args.out,
-                                  "Multi-fidelity: regret at the target against cost",
-                                  reference="single"))  # fmt: skip
+        x_key, xlabel, title, reference = GRIDS[args.command]
+        print(budget_report.write(module.read(args.results), x_key, xlabel, args.out, title,
+                                  reference=reference))  # fmt: skip
         return 0
-    todo = fidelity.cells(args.methods, args.problems, args.k, args.seeds)
-    fidelity.run(todo, args.out, args.processes, say=_log)
-    return 0
-
-
-def _curves(args: argparse.Namespace) -> int:
-    from benchmarks import budget_report, curves
-
-    if args.action == "table":
-        curves.write_table(args.n, say=_log)
-        return 0
-    if args.action == "report":
-        runs = curves.read(args.results)
-        print(budget_report.write(runs, "steps", "steps spent", args.out,
-                                  "Learning curves: regret of full runs against steps spent",
-                                  reference="auto"))  # fmt: skip
-        return 0
-    todo = curves.cells(args.methods, args.problems, args.k, args.seeds)
-    curves.run(todo, args.out, args.processes, say=_log)
-    return 0
-
-
-def _warm_start(args: argparse.Namespace) -> int:
-    from benchmarks import budget_report, warm_start
-
-    if args.action == "report":
-        runs = warm_start.read(args.results)
-        print(budget_report.write(runs, "evals", "evaluations of the new problem", args.out,
-                                  "Warm start: a shifted and scaled problem, from a study of "
-                                  "the original", reference="cold"))  # fmt: skip
-        return 0
-    todo = warm_start.cells(args.methods, args.problems, args.k, args.seeds)
-    warm_start.run(todo, args.out, args.processes, say=_log)
-    return 0
-
-
-def _conditional(args: argparse.Namespace) -> int:
-    from benchmarks import budget_report, conditional
-
-    if args.action == "report":
-        runs = conditional.read(args.results)
-        print(budget_report.write(runs, "evals", "evaluations", args.out,
-                                  "Conditional space: three branches of different dimension",
-                                  reference="auto"))  # fmt: skip
-        return 0
-    todo = conditional.cells(args.methods, args.problems, args.k, args.seeds)
-    conditional.run(todo, args.out, args.processes, say=_log)
+    module.run(module.cells(args.methods, args.problems, args.k, args.seeds), args.out,
+               args.processes, say=_log)  # fmt: skip
     return 0
 
 
@@ -202,12 +178,13 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     util.set_defaults(func=_utilization)
 
-    for name, func, help_text in (
-        ("fidelity", _fidelity, "multi-fidelity problems against cost (benchmarks/fidelity.py)"),
-        ("curves", _curves, "learning curves with and without stopping (benchmarks/curves.py)"),
-        ("warm-start", _warm_start, "warm start against cold (benchmarks/warm_start.py)"),
-        ("conditional", _conditional, "a conditional space (benchmarks/conditional.py)"),
-    ):
+    helps = {
+        "fidelity": "multi-fidelity problems against cost (benchmarks/fidelity.py)",
+        "curves": "learning curves with and without stopping (benchmarks/curves.py)",
+        "warm-start": "warm start against cold (benchmarks/warm_start.py)",
+        "conditional": "a conditional space (benchmarks/conditional.py)",
+    }
+    for name, help_text in helps.items():
         cmd = sub.add_parser(name, help=help_text)
         actions = ["run", "report", "table"] if name == "curves" else ["run", "report"]
         cmd.add_argument(
@@ -226,7 +203,7 @@ def parser() -> argparse.ArgumentParser:
         )
         cmd.add_argument("--seeds", type=int, default=10)
         cmd.add_argument("--n", type=int, default=200, help="table: configurations to train")
-        cmd.set_defaults(func=func)
+        cmd.set_defaults(func=_grid)
 
     mem = sub.add_parser("memory", help="peak RSS of `abo serve` holding one large study")
     mem.add_argument("--observations", type=int, default=5000)

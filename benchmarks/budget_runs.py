@@ -5,7 +5,7 @@ be resumed (runs already in it are skipped) and files merged by concatenation.""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,20 @@ def read(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
                     record = json.loads(line)
                     runs.setdefault(key(record), record)
     return list(runs.values())
+
+
+def grid(methods: Sequence[str], known: Sequence[str], problems: Sequence[str],
+         budgets: Mapping[str, Any], ks: Sequence[int], seeds: int) -> list[Cell]:  # fmt: skip
+    """Every run of a grid, seed-major (a run cut short has every method on early seeds);
+    ``ValueError`` naming an unknown method or problem."""
+    for m in methods:
+        if m not in known:
+            raise ValueError(f"method: unknown {m!r}; choose one of {', '.join(known)}")
+    for p in problems:
+        if p not in budgets:
+            raise ValueError(f"problem: unknown {p!r}; choose one of {', '.join(budgets)}")
+    return [(m, p, k, budgets[p], seed) for seed in range(seeds) for p in problems for k in ks
+            for m in methods]  # fmt: skip
 
 
 def run(todo: Sequence[Cell], out: str | Path, execute: Callable[[Cell], dict[str, Any]],

@@ -446,13 +446,9 @@ Cell = tuple[str, str, int, int, int]  # method, problem, k, budget, seed
 
 def cells(methods: Sequence[str] | None = None, problems: Sequence[str] | None = None,
           ks: Sequence[int] = (4, 16), seeds: int = 10) -> list[Cell]:  # fmt: skip
-    """Every run of the grid, seed-major."""
-    names = list(methods or CURVE_METHODS)
-    for m in names:
-        if m not in METHODS:
-            raise ValueError(f"method: unknown {m!r}; choose one of {', '.join(METHODS)}")
-    return [(m, p, k, BUDGETS[p], s) for s in range(seeds) for p in (problems or CURVE_PROBLEMS)
-            for k in ks for m in names]  # fmt: skip
+    """Every run of the grid (``budget_runs.grid``)."""
+    return budget_runs.grid(list(methods or CURVE_METHODS), list(METHODS),
+                            list(problems or CURVE_PROBLEMS), BUDGETS, ks, seeds)  # fmt: skip
 
 
 def _execute(cell: Cell) -> dict[str, Any]:

@@ -222,19 +222,9 @@ def cells(
     methods: Sequence[str] | None = None, problems: Sequence[str] | None = None,
     ks: Sequence[int] = (4, 16), seeds: int = 10,
 ) -> list[Cell]:  # fmt: skip
-    """Every run of the grid, seed-major (a run cut short has every method on early seeds)."""
-    chosen = list(problems or FIDELITY_PROBLEMS)
-    names = list(methods or FIDELITY_METHODS)
-    for m in names:
-        if m not in METHODS:
-            raise ValueError(f"method: unknown {m!r}; choose one of {', '.join(METHODS)}")
-    return [
-        (m, p, k, BUDGETS[p], seed)
-        for seed in range(seeds)
-        for p in chosen
-        for k in ks
-        for m in names
-    ]
+    """Every run of the grid (``budget_runs.grid``)."""
+    return budget_runs.grid(list(methods or FIDELITY_METHODS), list(METHODS),
+                            list(problems or FIDELITY_PROBLEMS), BUDGETS, ks, seeds)  # fmt: skip
 
 
 def _execute(cell: Cell) -> dict[str, Any]:

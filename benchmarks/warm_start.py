@@ -176,19 +176,10 @@ def cells(
     methods: Sequence[str] | None = None, problems: Sequence[str] | None = None,
     ks: Sequence[int] = (4,), seeds: int = 10,
 ) -> list[Cell]:  # fmt: skip
-    """Every run of the grid, seed-major (a run cut short has every method on early seeds)."""
-    names = list(methods or WARM_METHODS)
-    for m in names:
-        if m not in WARM_METHODS:
-            raise ValueError(f"method: unknown {m!r}; choose one of {', '.join(WARM_METHODS)}")
-    chosen = list(problems or WARM_PROBLEMS)
-    return [
-        (m, p, k, WARM_PROBLEMS[p]().budget, seed)
-        for seed in range(seeds)
-        for p in chosen
-        for k in ks
-        for m in names
-    ]
+    """Every run of the grid (``budget_runs.grid``)."""
+    budgets = {name: make().budget for name, make in WARM_PROBLEMS.items()}
+    return budget_runs.grid(list(methods or WARM_METHODS), WARM_METHODS,
+                            list(problems or WARM_PROBLEMS), budgets, ks, seeds)  # fmt: skip
 
 
 def _execute(cell: Cell) -> dict[str, Any]:
