@@ -197,10 +197,21 @@ class Client:
         **options: Any,
     ) -> RemoteStudy:
         """Create a study on the service (or load it with ``load_if_exists=True``); the
-        options are those of ``abo.create_study``, checked here and again by the service."""
+        options are those of ``abo.create_study``, checked here and again by the service.
+        ``warm_start_from`` may name studies on the service (resolved there) or hold studies
+        of any storage (snapshotted here)."""
+        warm = options.pop("warm_start_from", None)
         spec = StudySpec.create(
             space, outcomes=outcomes, direction=direction, seed=seed, strategy=strategy, **options
         )
+        if warm:
+            from abo.warm_start import resolve
+
+            sources = resolve(warm, lambda name: name, spec.space, spec.objectives[0].name)
+            spec = StudySpec.create(
+                spec.space, outcomes=outcomes, direction=direction, seed=spec.seed,
+                strategy=strategy, warm_start_from=sources, **options,
+            )  # fmt: skip
         body = {"name": name, "load_if_exists": load_if_exists, **spec.to_json()}
         response, retried = self._send("POST", "/studies", body, {})
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+import abo
 from abo.service import Client
 
 from .conftest import SPACE, Server, make_study, objective
@@ -24,6 +25,12 @@ def test_a_study_created_over_http_warm_starts_from_one_on_the_service(
         assert snap["study"] == old and len(snap["trials"]) == 6
         first = new.ask()
         assert first.proposal.strategy == "warm-start" and first.params == best["params"]
+        local = abo.create_study(SPACE, seed=2, strategy="random")  # another storage
+        for _ in range(3):
+            t = local.ask()
+            local.tell(t.id, objective(t.params))
+        mixed = client.create_study(SPACE, study_name + "-mixed", warm_start_from=[local, old])
+        assert [s["study"] for s in mixed.spec.warm_start_from] == [local.name, old]
     bad = api.post("/studies", json={"name": study_name + "-bad", "space": SPACE.to_json(),
                                      "warm_start_from": ["no-such-study"]})  # fmt: skip
     assert bad.status_code == 422, bad.text
