@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from abo.space import INACTIVE
 from abo.spec import StudySpec
 from abo.warm_start import WEIGHT_PRIOR, error, span, unresolved
 from abo.warping import warp
@@ -28,7 +29,14 @@ class WarmPrior:
             )
         sources = [e for e in spec.warm_start_from if isinstance(e, Mapping)]
         space = spec.space
-        names = [n for n in space if all(n in r["params"] for s in sources for r in s["trials"])]
+        rows = [r["params"] for s in sources for r in s["trials"]]
+        # a parameter every source trial sets, or a conditional one some set (absent in the
+        # others by its condition: INACTIVE, as in the study's own GP); one the sources lack
+        # because their space did not have it says nothing and is left out
+        names = [
+            n for n in space
+            if all(n in r for r in rows) or (space[n].when and any(n in r for r in rows))
+        ]  # fmt: skip
         if not names:
             raise error("the sources share no parameter that every trial of theirs sets")
         self.names = tuple(names)
@@ -42,7 +50,7 @@ class WarmPrior:
             Y, _ = warp(Y, spec.resolved_output_transform)
             std = Y.std() if Y.shape[0] > 1 else torch.tensor(1.0, dtype=torch.double)
             Y = (Y - Y.mean()) / (std if float(std) > 0 else 1.0)  # each source on its own
-            X = [[u for n in names for u in space[n].encode(r["params"][n])] for r in s["trials"]]
+            X = [[u for n in names for u in _encode(space, n, r["params"])] for r in s["trials"]]
             blocks_X.append(torch.tensor(X, dtype=torch.double))
             blocks_Y.append(Y)
         self.X: Tensor = torch.cat(blocks_X)
@@ -81,3 +89,10 @@ class WarmPrior:
         from abo.surrogate import PriorMean
 
         return PriorMean(self.source(), self.columns, WEIGHT_PRIOR)
+
+
+def _encode(space: Any, name: str, params: Mapping[str, Any]) -> list[float]:
+    """A source trial's coordinates of ``name``: its value's, or ``INACTIVE`` where absent."""
+    if name in params:
+        return space[name].encode(params[name])
+    return [INACTIVE] * space[name].width

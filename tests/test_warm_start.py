@@ -198,3 +198,26 @@ def test_a_study_file_warm_starts_from_a_study_in_its_storage(tmp_path: Path) ->
     study = abo.load_study("new", storage=url)
     assert study.spec.warm_start_from[0]["study"] == "old"
     assert [t.proposal.strategy for t in study.trials[:2]] == [WARM, WARM]
+
+
+def test_a_conditional_sources_parameters_inform_the_prior_where_they_are_set() -> None:
+    space = {
+        "opt": abo.Categorical(["sgd", "adam"]),
+        "momentum": abo.Float(0.0, 1.0, when={"opt": "sgd"}),
+        "x": abo.Float(0.0, 1.0),
+    }
+
+    def f(p: dict) -> float:
+        return (p["x"] - 0.3) ** 2 + ((p["momentum"] - 0.9) ** 2 if p["opt"] == "sgd" else 0.5)
+
+    old = abo.create_study(space, seed=1, strategy="random")
+    run(old, 12, f)
+    new = abo.create_study(space, seed=2, warm_start_from=[old])
+    prior = WarmPrior(new.spec)
+    assert prior.names == ("opt", "momentum", "x")  # momentum: set in the sgd trials only
+    cube = new.spec.space
+    sgd = [cube.to_unit(t.params) for t in old.trials if t.params["opt"] == "sgd"]
+    assert sgd and all(torch.equal(prior.X[i], x) for i, x in enumerate(
+        cube.to_unit(t.params) for t in old.trials))  # fmt: skip
+    trials = run(new, 3, f)
+    assert all(cube.validate(t.params) == t.params for t in trials)
