@@ -81,9 +81,17 @@ def test_killed_worker_loses_the_trial_and_retries_it(executor: DaskExecutor) ->
     study = abo.create_study(SPACE, strategy="random", seed=1, max_retries=1)
 
     def kill_one_worker() -> None:
-        time.sleep(1.0)  # mid-evaluation: evaluations take 1.5 s
-        pid = next(iter(executor.client.run(os.getpid).values()))
-        os.kill(pid, signal.SIGKILL)
+        # a worker with an evaluation, 0.3 s into it (evaluations take 1.5 s): waiting for one
+        # instead of a fixed delay keeps the kill mid-evaluation on a loaded machine
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            busy = [w for w, keys in executor.client.processing().items() if keys]
+            if busy:
+                time.sleep(0.3)
+                pid = executor.client.run(os.getpid, workers=[busy[0]])[busy[0]]
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.02)
 
     threading.Thread(target=kill_one_worker, daemon=True).start()
     result = study.optimize(_sleepy, n_trials=4, executor=executor)
