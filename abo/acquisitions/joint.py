@@ -33,7 +33,7 @@ from gpytorch.models import ExactGP
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 
-from abo.acquisitions.optimize import _exact_gp_ready
+from abo.acquisitions.optimize import _exact_gp_ready, kernel
 
 
 class JointPosterior(GPyTorchModel):
@@ -128,10 +128,10 @@ class JointPosterior(GPyTorchModel):
         the points' kernel rows times the root (``k(x, X) R``, what ``remember`` keeps)."""
         gp, (alpha, root, _, _) = self.gps[i], self._pieces[i]
         Xt = gp.transform_inputs(X)
-        cross = gp.covar_module(Xt, gp.train_inputs[0]).to_dense()  # b x t x n
+        cross = kernel(gp.covar_module, Xt, gp.train_inputs[0])  # b x t x n
         cr = cross @ root.to(cross)
         mean = gp.mean_module(Xt) + cross @ alpha.to(cross)
-        cov = gp.covar_module(Xt).to_dense() - cr @ cr.transpose(-1, -2)
+        cov = kernel(gp.covar_module, Xt) - cr @ cr.transpose(-1, -2)
         return mean, 0.5 * (cov + cov.transpose(-1, -2)), cr
 
     def _after_prefix(self, i: int, X: Tensor) -> tuple[Tensor, Tensor]:
@@ -143,15 +143,15 @@ class JointPosterior(GPyTorchModel):
         p = cr_B.shape[0]
         n = against.shape[0] - p
         Xt = gp.transform_inputs(X[..., p:, :])  # b x q x d
-        cross = gp.covar_module(Xt, against.to(X)).to_dense()  # b x q x (n + p)
+        cross = kernel(gp.covar_module, Xt, against.to(X))  # b x q x (n + p)
         both = cross[..., :n] @ solves.to(X)  # the mean's solve and the root, in one product
         mean = gp.mean_module(Xt) + both[..., 0]
         cr = both[..., 1:]  # b x q x r
         cov_qB = cross[..., n:] - cr @ cr_B.to(X).T  # b x q x p
         if Xt.shape[-2] == 1:  # one candidate: its prior variance, no kernel matrix
-            cov_qq = gp.covar_module(Xt, diag=True).unsqueeze(-1) - cr.pow(2).sum(-1, True)
+            cov_qq = kernel(gp.covar_module, Xt, diag=True).unsqueeze(-1) - cr.pow(2).sum(-1, True)
         else:
-            cov_qq = gp.covar_module(Xt).to_dense() - cr @ cr.transpose(-1, -2)
+            cov_qq = kernel(gp.covar_module, Xt) - cr @ cr.transpose(-1, -2)
             cov_qq = 0.5 * (cov_qq + cov_qq.transpose(-1, -2))
         cov_B, mean_B = cov_B.to(X), mean_B.to(X)
         batch = X.shape[:-2]

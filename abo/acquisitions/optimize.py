@@ -19,7 +19,10 @@ from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from botorch.optim import optimize_acqf
 from botorch.optim.initializers import gen_batch_initial_conditions
+from gpytorch.kernels import Kernel
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.models import ExactGP
+from linear_operator.operators import LinearOperator
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 from torch.quasirandom import SobolEngine
@@ -30,6 +33,22 @@ if TYPE_CHECKING:
     from abo.acquisitions.feasibility import Feasibility
 
 SIGMA_FLOOR = 1e-8  # the least standardised posterior std (keeps ratios and logs finite)
+
+
+def kernel(module: Kernel, A: Tensor, B: Tensor | None = None, diag: bool = False) -> Tensor:
+    """The dense kernel matrix ``k(A, B)`` (``B`` defaults to ``A``), or its diagonal.
+
+    The kernel's own ``forward`` (its math, and its gradient) without ``Kernel.__call__``'s
+    lazily evaluated tensor and checks, whose overhead is a third of an acquisition
+    evaluation's time at a thousand observations. A kernel restricted to ``active_dims`` at
+    the top takes the full call, which applies them.
+    """
+    B = A if B is None else B
+    if getattr(module, "active_dims", None) is not None:
+        out = module(A, B, diag=diag)
+    else:
+        out = module.forward(A, B, diag=diag)
+    return out.to_dense() if isinstance(out, LinearOperator) else out
 
 
 class PosteriorMoments(Protocol):
@@ -150,21 +169,88 @@ def _exact_gp_ready(model: Model, X: Tensor) -> bool:
     return model.prediction_strategy.mean_cache.dim() == 1
 
 
+@dataclass(frozen=True)
+class Solves:
+    """An exact GP's training solves on its standardised scale: the lower Cholesky factor ``L``
+    of ``K + noise`` over the training points, and ``alpha = (K + noise)^-1 (y - m)``.
+
+    A posterior variance ``k(x, x) - ||L^-1 k(X, x)||^2`` is then one triangular solve per
+    point, half the flops of the product with GPyTorch's dense inverse root (which costs
+    another cubic inversion to build on every new model), and no ``model.posterior`` call is
+    needed to get here.
+    """
+
+    L: Tensor
+    alpha: Tensor
+
+    def project(self, cross: Tensor) -> Tensor:
+        """``L^-1 k(X, x)`` for ``k x n`` kernel rows: ``n x k``, differentiable in them."""
+        return torch.linalg.solve_triangular(self.L, cross.transpose(-1, -2), upper=False)
+
+
+def _key(gp: ExactGP) -> tuple[tuple[int, ...], Tensor]:
+    """What a model's solves depend on: its training tensors (by identity and in-place
+    version) and its parameters' values (a refit may write them through ``.data``, which no
+    version counter sees)."""
+    data = tuple(v for t in (gp.train_inputs[0], gp.train_targets) for v in (id(t), t._version))
+    params = [p.detach().reshape(-1) for p in gp.parameters()]
+    return data, torch.cat(params) if params else torch.zeros(0)
+
+
+def solves(model: Model) -> Solves | None:
+    """The model's ``Solves`` (computed once per model and data), or ``None`` where the model
+    is not a plain single-output exact GP with a Gaussian likelihood.
+
+    Its outcome transform must be ``Standardize`` or none, so that the latent GP is the
+    model on its standardised scale.
+    """
+    tf = getattr(model, "outcome_transform", None)
+    if (
+        not isinstance(model, ExactGP)
+        or model.num_outputs != 1
+        or getattr(model, "batch_shape", None) != torch.Size([])
+        or (tf is not None and not isinstance(tf, Standardize))
+        or model.train_inputs[0].dim() != 2
+        or not isinstance(model.likelihood, GaussianLikelihood | FixedNoiseGaussianLikelihood)
+    ):
+        return None
+    if model.training:
+        model.eval()  # BoTorch stores the transformed training inputs in evaluation mode
+    key = _key(model)
+    cached = getattr(model, "_abo_solves", None)
+    if cached is not None and cached[0][0] == key[0] and torch.equal(cached[0][1], key[1]):
+        return cast(Solves, cached[1])
+    with torch.no_grad():
+        train = model.train_inputs[0]
+        n = train.shape[0]
+        noise = model.likelihood.noise.detach().reshape(-1).to(train)
+        if noise.numel() not in (1, n):
+            return None
+        K = kernel(model.covar_module, train) + torch.diag(noise.expand(n))
+        L = psd_safe_cholesky(K)
+        resid = (model.train_targets - model.mean_module(train)).unsqueeze(-1)
+        alpha = torch.cholesky_solve(resid, L).squeeze(-1)
+    out = Solves(L=L.detach(), alpha=alpha.detach())
+    model._abo_solves = (key, out)  # one model's cache (a torch Module takes attributes)
+    return out
+
+
 def latent_mean(model: Model, X: Tensor) -> Tensor | None:
     """Standardised posterior mean at ``k x d`` points, without any posterior variance.
 
     For a single-output exact GP (``Standardize`` or no outcome transform) it is the latent
-    mean ``m(x) + k(x, X_train) K^-1 (y - m)``: one kernel row per point against the cached
-    ``K^-1 (y - m)``, differentiable in ``X``. ``model.posterior`` would also solve for every
-    point's variance (``O(n^2)`` each). ``None`` for any other model: use ``model.posterior``.
+    mean ``m(x) + k(x, X_train) K^-1 (y - m)``: one kernel row per point against the solved
+    ``K^-1 (y - m)`` (``solves``), differentiable in ``X``. ``model.posterior`` would also
+    solve for every point's variance (``O(n^2)`` each). ``None`` for any other model: use
+    ``model.posterior``.
     """
-    if not _exact_gp_ready(model, X):
+    sol = solves(model)
+    if sol is None:
         return None
-    gp = cast(ExactGP, model)  # what _exact_gp_ready checked
+    gp = cast(ExactGP, model)  # what solves checked
     Xt = gp.transform_inputs(X)
-    cross = gp.covar_module(Xt, gp.train_inputs[0]).to_dense()  # k x n
-    alpha = gp.prediction_strategy.mean_cache.detach().to(cross)
-    return gp.mean_module(Xt) + cross @ alpha
+    cross = kernel(gp.covar_module, Xt, gp.train_inputs[0])  # k x n
+    return gp.mean_module(Xt) + cross @ sol.alpha.to(cross)
 
 
 def posterior_mean(model: Model, X: Tensor) -> Tensor:
@@ -182,27 +268,24 @@ def posterior_mean(model: Model, X: Tensor) -> Tensor:
 
 
 def latent_mean_std(model: Model, X: Tensor, grad: bool = False) -> tuple[Tensor, Tensor] | None:
-    """Marginal latent mean and std at ``k x d`` points in one matrix product.
+    """Marginal latent mean and std at ``k x d`` points, from the model's ``solves``.
 
-    The standardised-scale posterior of ``latent_mean``'s models: ``var = k(x, x) - ||k(x,
-    X_train) R||^2`` with ``R R^T = K^-1`` the GP's cached root, the same numbers as
-    ``model.posterior`` without its per-point batch overhead (which dominates an acquisition
-    search's many small evaluations). ``grad=True`` keeps the graph to ``X`` (the cached
-    ``K^-1 y`` and root are constants), for gradient-based acquisition search. ``None`` for
-    other models.
+    The standardised-scale posterior of ``latent_mean``'s models: ``var = k(x, x) - ||L^-1
+    k(X_train, x)||^2``, the same numbers as ``model.posterior`` without its per-point batch
+    overhead (which dominates an acquisition search's many small evaluations). ``grad=True``
+    keeps the graph to ``X`` (the solves are constants), for gradient-based acquisition
+    search. ``None`` for other models.
     """
     with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
-        if not _exact_gp_ready(model, X):
+        sol = solves(model)
+        if sol is None:
             return None
-        gp = cast(ExactGP, model)  # what _exact_gp_ready checked
+        gp = cast(ExactGP, model)  # what solves checked
         Xt = gp.transform_inputs(X)
-        cross = gp.covar_module(Xt, gp.train_inputs[0]).to_dense()
-        strategy = gp.prediction_strategy
-        root = strategy.covar_cache
-        root = root.to_dense() if hasattr(root, "to_dense") else root
-        mean = gp.mean_module(Xt) + cross @ strategy.mean_cache.detach().to(cross)
-        prior = gp.covar_module(Xt, diag=True)
-        var = prior - (cross @ root.detach().to(cross)).pow(2).sum(-1)
+        cross = kernel(gp.covar_module, Xt, gp.train_inputs[0])
+        mean = gp.mean_module(Xt) + cross @ sol.alpha.to(cross)
+        prior = kernel(gp.covar_module, Xt, diag=True)
+        var = prior - sol.project(cross).pow(2).sum(-2)
         # with gradients, a floor keeps d sqrt(var) finite where the variance vanishes
         return mean, var.clamp_min(1e-16 if grad else 0.0).sqrt()
 
@@ -215,33 +298,38 @@ class Believed:
     loses what the busy points would explain: ``var(x) - c(x)^T S^-1 c(x)``, with ``c(x)`` the
     posterior covariance between ``x`` and the busy points and ``S`` theirs plus the
     observation noise (what ``condition_on_observations`` gives their fantasies). Everything
-    comes from the GP's cached solves and root (``latent_mean_std``'s pieces), so an
+    comes from the GP's ``solves`` (``latent_mean_std``'s pieces), so an
     evaluation is one kernel row against the data and one against the busy points, and no
     fantasy model (a low-rank update of every cache) is made per proposal.
     """
 
     def __init__(self, model: Model, X_busy: Tensor) -> None:
-        if not _exact_gp_ready(model, X_busy):
-            raise TypeError(f"Believed: needs a single-output exact GP, got {type(model).__name__}")
+        sol = solves(model)
+        if sol is None or not isinstance(model.likelihood, GaussianLikelihood):
+            raise TypeError(
+                f"Believed: needs a single-output exact GP with one noise level, got "
+                f"{type(model).__name__}"
+            )
         self.gp = cast(ExactGP, model)
-        strategy = self.gp.prediction_strategy
-        root = strategy.covar_cache
-        self.root = (root.to_dense() if hasattr(root, "to_dense") else root).detach()
-        self.alpha = strategy.mean_cache.detach()
+        self.solves = sol
         with torch.no_grad():
-            self.busy = self.gp.transform_inputs(X_busy.to(self.alpha))
-            cross = self.gp.covar_module(self.busy, self.gp.train_inputs[0]).to_dense()
-            self.busy_root = cross @ self.root  # m x r: k(b, X) R
-            prior = self.gp.covar_module(self.busy, self.busy).to_dense()
+            self.busy = self.gp.transform_inputs(X_busy.to(sol.alpha))
+            cross = kernel(self.gp.covar_module, self.busy, self.gp.train_inputs[0])
+            self.busy_proj = sol.project(cross)  # n x m: L^-1 k(X, b)
+            prior = kernel(self.gp.covar_module, self.busy)
             noise = self.gp.likelihood.noise.detach().reshape(())  # standardised scale
-            S = prior - self.busy_root @ self.busy_root.T
+            S = prior - self.busy_proj.T @ self.busy_proj
             S = S + noise * torch.eye(S.shape[0], dtype=S.dtype)
             self.chol = psd_safe_cholesky(0.5 * (S + S.T))
 
     @staticmethod
     def supported(model: Model, X: Tensor) -> bool:
         """Whether ``model`` is a GP ``Believed`` takes (else build the fantasy model)."""
-        return _exact_gp_ready(model, X)
+        return (
+            isinstance(model, ExactGP)
+            and isinstance(model.likelihood, GaussianLikelihood)
+            and (solves(model) is not None)
+        )
 
     def mean_std(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """Standardised latent mean and std at ``k x d`` points, differentiable in ``X``."""
@@ -250,15 +338,15 @@ class Believed:
         train = gp.train_inputs[0]
         n = train.shape[0]
         # one kernel call against the data and the busy points together
-        both = gp.covar_module(Xt, torch.cat([train, self.busy.to(train)])).to_dense()
+        both = kernel(gp.covar_module, Xt, torch.cat([train, self.busy.to(train)]))
         cross = both[..., :n]  # k x n
-        cross_root = cross @ self.root.to(Xt)
-        mean = gp.mean_module(Xt) + cross @ self.alpha.to(Xt)
-        var = gp.covar_module(Xt, diag=True) - cross_root.pow(2).sum(-1)
+        proj = self.solves.project(cross)  # n x k
+        mean = gp.mean_module(Xt) + cross @ self.solves.alpha.to(Xt)
+        var = kernel(gp.covar_module, Xt, diag=True) - proj.pow(2).sum(-2)
         if self.busy.shape[0]:
-            c = both[..., n:] - cross_root @ self.busy_root.T
-            v = torch.linalg.solve_triangular(self.chol, c.T, upper=False)  # m x k
-            var = var - v.pow(2).sum(0)
+            c = both[..., n:] - proj.transpose(-1, -2) @ self.busy_proj
+            v = torch.linalg.solve_triangular(self.chol, c.transpose(-1, -2), upper=False)
+            var = var - v.pow(2).sum(-2)  # v: m x k
         return mean, var.clamp_min(1e-16).sqrt()
 
     def covariance(self, X: Tensor) -> Tensor:
@@ -266,14 +354,14 @@ class Believed:
         the busy points believed (what the multi-fidelity strategy weighs fidelities by)."""
         gp = self.gp
         with torch.no_grad():
-            Xt = gp.transform_inputs(X.to(self.alpha))
+            Xt = gp.transform_inputs(X.to(self.solves.alpha))
             train = gp.train_inputs[0]
             n = train.shape[0]
-            both = gp.covar_module(Xt, torch.cat([train, self.busy.to(train)])).to_dense()
-            cross_root = both[..., :n] @ self.root.to(Xt)
-            cov = gp.covar_module(Xt, Xt).to_dense() - cross_root @ cross_root.T
+            both = kernel(gp.covar_module, Xt, torch.cat([train, self.busy.to(train)]))
+            proj = self.solves.project(both[..., :n])  # n x k
+            cov = kernel(gp.covar_module, Xt) - proj.T @ proj
             if self.busy.shape[0]:
-                c = both[..., n:] - cross_root @ self.busy_root.T
+                c = both[..., n:] - proj.T @ self.busy_proj
                 v = torch.linalg.solve_triangular(self.chol, c.T, upper=False)  # m x k
                 cov = cov - v.T @ v
         return cov

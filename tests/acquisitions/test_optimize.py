@@ -54,6 +54,37 @@ def test_latent_mean_std_is_the_standardised_marginal_posterior() -> None:
     assert std.max() > 3 * std.min()  # near data and far from it were both compared
 
 
+def test_latent_moments_with_a_noise_per_point_are_the_posteriors() -> None:
+    """The failure classifier's GP has a fixed noise per observation, not one level."""
+    X, Y = peaked_data(n=12, seed=2)
+    model = fit_gp(X, Y, noise="classifier").model
+    assert model.likelihood.noise.numel() == 12
+    fast = latent_mean_std(model, _points(128))
+    with torch.no_grad():
+        mean, std = _reference(model, _points(128))
+    assert fast is not None
+    assert torch.allclose(fast[0], mean, atol=1e-9, rtol=0)
+    assert torch.allclose(fast[1], std, atol=1e-7, rtol=0)
+
+
+def test_the_solves_follow_hyperparameters_changed_in_place() -> None:
+    """``solves`` are kept per model; a parameter changed in place (a refit) renews them."""
+    X, Y = peaked_data(n=12, seed=4)
+    model = fit_gp(X, Y, noise="deterministic").model
+    assert latent_mean(model, _points()) is not None  # the solves are now kept
+    with torch.no_grad():
+        model.covar_module.base_kernel.lengthscale = (
+            0.5 * model.covar_module.base_kernel.lengthscale
+        )
+    fast = latent_mean_std(model, _points(128))
+    with torch.no_grad():
+        model.prediction_strategy = None  # GPyTorch's own caches do not see the change
+        mean, std = _reference(model, _points(128))
+    assert fast is not None
+    assert torch.allclose(fast[0], mean, atol=1e-9, rtol=0)
+    assert torch.allclose(fast[1], std, atol=1e-7, rtol=0)
+
+
 def test_standardized_posterior_takes_the_fast_path_with_the_posteriors_gradients(peaked) -> None:
     """The penalised acquisition's search differentiates mean and std: both must be right."""
     model, _, _ = peaked
