@@ -46,46 +46,68 @@ SLACK_TEST = 6.635  # chi-square(1) at 0.99: twice the log-likelihood gain a sla
 
 def yeo_johnson(y: Tensor, lam: float) -> Tensor:
     """The Yeo-Johnson transform of ``y`` with exponent ``lam`` (monotone increasing)."""
-    pos = y >= 0
-    out = torch.empty_like(y)
-    if abs(lam) < 1e-12:
-        out[pos] = torch.log1p(y[pos])
-    else:
-        out[pos] = ((y[pos] + 1) ** lam - 1) / lam
-    if abs(lam - 2) < 1e-12:
-        out[~pos] = -torch.log1p(-y[~pos])
-    else:
-        out[~pos] = -((1 - y[~pos]) ** (2 - lam) - 1) / (2 - lam)
-    return out
+    return _YeoJohnson(y)(lam)
+
+
+class _YeoJohnson:
+    """Yeo-Johnson of fixed values at any exponent, from logarithms taken once.
+
+    ``((1 + y)^lam - 1) / lam`` is ``expm1(lam * log1p(y)) / lam`` (and the negative side
+    alike), so trying an exponent costs one ``expm1`` per value: the maximum-likelihood search
+    tries sixty on every ask.
+    """
+
+    def __init__(self, y: Tensor) -> None:
+        self.pos = y >= 0
+        self.log_pos = torch.log1p(y[self.pos])  # log(1 + y), y >= 0
+        self.log_neg = torch.log1p(-y[~self.pos])  # log(1 - y), y < 0
+        self.shape, self.dtype = y.shape, y.dtype
+        # the log-Jacobian's sum, per unit of (lam - 1)
+        self.jacobian = float(self.log_pos.sum() - self.log_neg.sum())
+
+    def __call__(self, lam: float) -> Tensor:
+        out = torch.empty(self.shape, dtype=self.dtype)
+        if abs(lam) < 1e-12:
+            out[self.pos] = self.log_pos
+        else:
+            out[self.pos] = torch.expm1(lam * self.log_pos) / lam
+        if abs(lam - 2) < 1e-12:
+            out[~self.pos] = -self.log_neg
+        else:
+            out[~self.pos] = -torch.expm1((2 - lam) * self.log_neg) / (2 - lam)
+        return out
+
+    def log_likelihood(self, lam: float) -> float:
+        """Profile log-likelihood of a Gaussian for the transformed values, Jacobian included."""
+        var = self(lam).var(unbiased=False).item()
+        if not math.isfinite(var) or var <= 0:
+            return -math.inf
+        return -0.5 * self.shape.numel() * math.log(var) + (lam - 1) * self.jacobian
 
 
 def _log_likelihood(y: Tensor, lam: float) -> float:
     """Profile log-likelihood of a Gaussian for ``yeo_johnson(y, lam)``, Jacobian included."""
-    z = yeo_johnson(y, lam)
-    var = z.var(unbiased=False).item()
-    if not math.isfinite(var) or var <= 0:
-        return -math.inf
-    jacobian = (lam - 1) * (torch.sign(y) * torch.log1p(y.abs())).sum().item()
-    return -0.5 * y.numel() * math.log(var) + jacobian
+    return _YeoJohnson(y).log_likelihood(lam)
 
 
 def best_lambda(y: Tensor) -> float:
     """The maximum-likelihood exponent in ``LAMBDA_RANGE`` (golden-section search, unimodal
     in practice; deterministic, no randomness)."""
+    profile = _YeoJohnson(y).log_likelihood
     lo, hi = LAMBDA_RANGE
     ratio = (math.sqrt(5) - 1) / 2
     a, b = lo, hi
     c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = _log_likelihood(y, c), _log_likelihood(y, d)
+    fc, fd = profile(c), profile(d)
     for _ in range(60):
         if fc >= fd:
             b, d, fd = d, c, fc
             c = b - ratio * (b - a)
-            fc = _log_likelihood(y, c)
+            fc = profile(c)
         else:
             a, c, fc = c, d, fd
             d = a + ratio * (b - a)
-            fd = _log_likelihood(y, d)
+            fd = profile(d)
     return (a + b) / 2
 
 
