@@ -38,9 +38,9 @@ SIGMA_FLOOR = 1e-8  # the least standardised posterior std (keeps ratios and log
 def kernel(module: Kernel, A: Tensor, B: Tensor | None = None, diag: bool = False) -> Tensor:
     """The dense kernel matrix ``k(A, B)`` (``B`` defaults to ``A``), or its diagonal.
 
-    The kernel's own ``forward`` (its math, and its gradient) without ``Kernel.__call__``'s
-    lazily evaluated tensor and checks, whose overhead is a third of an acquisition
-    evaluation's time at a thousand observations. A kernel restricted to ``active_dims`` at
+    The kernel's own ``forward`` (its math, and its gradient: the same numbers) without
+    ``Kernel.__call__``'s lazily evaluated tensor and checks, an overhead paid on each of an
+    acquisition search's many small evaluations. A kernel restricted to ``active_dims`` at
     the top takes the full call, which applies them.
     """
     B = A if B is None else B
