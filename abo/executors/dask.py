@@ -110,6 +110,8 @@ def check_spawn_safe() -> None:
 
 
 REPORT_TIMEOUT = 300.0  # seconds a worker waits for the driver to answer a report
+REPORT_RESEND = 20.0  # seconds without an answer after which a worker sends its report again
+SERVER_WAIT = 5.0  # the driver's report server waits on its queue this long at a time
 
 
 class DaskSender:
@@ -136,15 +138,23 @@ class DaskSender:
 
         reply = Queue(f"{self.name}-{uuid.uuid4().hex}", client=self._client)
         requests = Queue(self.name, client=self._client)
+        message = {**request, "reply": reply.name}
+        deadline = time.monotonic() + REPORT_TIMEOUT
         try:
-            requests.put({**request, "reply": reply.name})
-            try:
-                return dict(reply.get(timeout=REPORT_TIMEOUT))
-            except TimeoutError:
-                raise TrialFailure(
-                    f"report: the driver did not answer within {REPORT_TIMEOUT:.0f} s",
-                    retryable=True,
-                ) from None
+            while True:
+                # sent again while unanswered: a request or answer lost on its way through
+                # the scheduler costs REPORT_RESEND seconds, not the whole timeout (the study
+                # takes the same step and value again as a no-op, with the same answer)
+                requests.put(message)
+                left = deadline - time.monotonic()
+                try:
+                    return dict(reply.get(timeout=max(0.1, min(REPORT_RESEND, left))))
+                except TimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise TrialFailure(
+                            f"report: the driver did not answer within {REPORT_TIMEOUT:.0f} s",
+                            retryable=True,
+                        ) from None
         finally:
             requests.close()
             reply.close()
@@ -168,7 +178,11 @@ class _ReportServer:
 
         while not self.halted.is_set():
             try:
-                request = self.queue.get()  # close() wakes it with a request to halt
+                # close() wakes it with a request to halt; the timeout makes each wait look
+                # the queue up afresh on the scheduler
+                request = self.queue.get(timeout=SERVER_WAIT)
+            except TimeoutError:
+                continue
             except Exception:  # noqa: BLE001 - the client is closing
                 if self.halted.is_set():
                     return

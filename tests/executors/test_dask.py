@@ -258,3 +258,33 @@ def test_worker_processes_report_through_the_scheduler_and_stopped_runs_end(
     assert all(t.state is TrialState.FAILED for t in refused.trials)
     assert all("steps must increase, got 1" in str(t.reason) for t in refused.trials)
     assert all(len(r) == 1 for r in refused.reports().values())
+
+
+def test_a_report_whose_answer_is_lost_is_sent_again_and_answered(
+    executor: DaskExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report request or answer lost on its way through the scheduler costs the worker
+    ``REPORT_RESEND`` seconds, not ``REPORT_TIMEOUT``: the report is sent again."""
+    from abo.executors import dask as dask_executor
+
+    monkeypatch.setattr(dask_executor, "REPORT_RESEND", 0.5)
+    seen: list[dict] = []
+
+    def answer(request: dict) -> dict:
+        seen.append(dict(request))
+        if len(seen) == 1:
+            request["reply"] = "nowhere"  # the first answer goes astray, as if lost
+        return {"stop": request["step"] >= 2}
+
+    server = dask_executor._ReportServer(executor.client, answer)
+    try:
+        send = dask_executor.DaskSender(server.name, executor.client)
+        started = time.monotonic()
+        reply = send({"id": 1, "step": 2, "value": 0.5})
+        waited = time.monotonic() - started
+    finally:
+        server.close()
+    assert reply == {"stop": True}
+    assert len(seen) >= 2 and seen[0]["step"] == seen[1]["step"] == 2  # the same report again
+    assert seen[0]["reply"] == seen[1]["reply"]  # answered on the worker's own queue
+    assert 0.5 <= waited < 30
