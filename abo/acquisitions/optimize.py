@@ -148,25 +148,28 @@ def outcome_scale(model: Model) -> tuple[Tensor | float, Tensor | float]:
     return 0.0, 1.0
 
 
-def _exact_gp_ready(model: Model, X: Tensor) -> bool:
-    """Whether ``model`` is a plain single-output exact GP, with its prediction caches built.
-
-    Its outcome transform must be ``Standardize`` or none, so that the latent GP is the
-    model on its standardised scale.
-    """
+def _plain_exact_gp(model: Model) -> bool:
+    """Whether ``model`` is a plain single-output exact GP whose outcome transform is
+    ``Standardize`` or none, so that the latent GP is the model on its standardised scale."""
     tf = getattr(model, "outcome_transform", None)
-    if (
-        not isinstance(model, ExactGP)
-        or model.num_outputs != 1
-        or getattr(model, "batch_shape", None) != torch.Size([])
-        or (tf is not None and not isinstance(tf, Standardize))
-        or model.train_inputs[0].dim() != 2
-    ):
+    return (
+        isinstance(model, ExactGP)
+        and model.num_outputs == 1
+        and getattr(model, "batch_shape", None) == torch.Size([])
+        and (tf is None or isinstance(tf, Standardize))
+        and model.train_inputs[0].dim() == 2
+    )
+
+
+def _exact_gp_ready(model: Model, X: Tensor) -> bool:
+    """Whether ``model`` is a ``_plain_exact_gp``, with its prediction caches built."""
+    if not _plain_exact_gp(model):
         return False
-    if model.training or model.prediction_strategy is None:
+    gp = cast(ExactGP, model)  # what _plain_exact_gp checked
+    if gp.training or gp.prediction_strategy is None:
         with torch.no_grad():
             model.posterior(X[:1].detach())  # evaluation mode and the prediction caches
-    return model.prediction_strategy.mean_cache.dim() == 1
+    return gp.prediction_strategy.mean_cache.dim() == 1
 
 
 @dataclass(frozen=True)
@@ -199,39 +202,30 @@ def _key(gp: ExactGP) -> tuple[tuple[int, ...], Tensor]:
 
 def solves(model: Model) -> Solves | None:
     """The model's ``Solves`` (computed once per model and data), or ``None`` where the model
-    is not a plain single-output exact GP with a Gaussian likelihood.
-
-    Its outcome transform must be ``Standardize`` or none, so that the latent GP is the
-    model on its standardised scale.
-    """
-    tf = getattr(model, "outcome_transform", None)
-    if (
-        not isinstance(model, ExactGP)
-        or model.num_outputs != 1
-        or getattr(model, "batch_shape", None) != torch.Size([])
-        or (tf is not None and not isinstance(tf, Standardize))
-        or model.train_inputs[0].dim() != 2
-        or not isinstance(model.likelihood, GaussianLikelihood | FixedNoiseGaussianLikelihood)
-    ):
+    is not a ``_plain_exact_gp`` with a Gaussian likelihood."""
+    if not _plain_exact_gp(model):
         return None
-    if model.training:
-        model.eval()  # BoTorch stores the transformed training inputs in evaluation mode
-    key = _key(model)
-    cached = getattr(model, "_abo_solves", None)
+    gp = cast(ExactGP, model)  # what _plain_exact_gp checked
+    if not isinstance(gp.likelihood, GaussianLikelihood | FixedNoiseGaussianLikelihood):
+        return None
+    if gp.training:
+        gp.eval()  # BoTorch stores the transformed training inputs in evaluation mode
+    key = _key(gp)
+    cached = getattr(gp, "_abo_solves", None)
     if cached is not None and cached[0][0] == key[0] and torch.equal(cached[0][1], key[1]):
         return cast(Solves, cached[1])
     with torch.no_grad():
-        train = model.train_inputs[0]
+        train = gp.train_inputs[0]
         n = train.shape[0]
-        noise = model.likelihood.noise.detach().reshape(-1).to(train)
+        noise = gp.likelihood.noise.detach().reshape(-1).to(train)
         if noise.numel() not in (1, n):
             return None
-        K = kernel(model.covar_module, train) + torch.diag(noise.expand(n))
+        K = kernel(gp.covar_module, train) + torch.diag(noise.expand(n))
         L = psd_safe_cholesky(K)
-        resid = (model.train_targets - model.mean_module(train)).unsqueeze(-1)
+        resid = (gp.train_targets - gp.mean_module(train)).unsqueeze(-1)
         alpha = torch.cholesky_solve(resid, L).squeeze(-1)
     out = Solves(L=L.detach(), alpha=alpha.detach())
-    model._abo_solves = (key, out)  # one model's cache (a torch Module takes attributes)
+    gp._abo_solves = (key, out)  # one model's cache (a torch Module takes attributes)
     return out
 
 
