@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from cli_helpers import abo_here
 
 import abo
 from abo import analysis
-from abo.cli import app
 
 SPACE = abo.Space(
     {
@@ -103,27 +102,21 @@ def test_the_contour_holds_the_others_at_the_best_and_bad_requests_name_the_fiel
 
 
 @pytest.mark.slow
-def test_the_commands_draw_every_analysis_and_print_the_importance(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_commands_draw_every_analysis_and_print_the_importance(tmp_path: Path) -> None:
     _study(storage=f"sqlite:///{tmp_path / 'abo.db'}")
-    monkeypatch.chdir(tmp_path)  # the commands' default storage is ./abo.db
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "abo.cli", *args], cwd=tmp_path,
                               capture_output=True, text=True, timeout=180)  # fmt: skip
 
-    # the plots run the CLI's own code in this process (each subprocess would load torch and
-    # matplotlib again: most of this test's time); the importance listing below goes through
-    # the installed entry point
-    runner = CliRunner()
+    # the plots in this process (abo_here); the importance listing goes through the entry point
     for kind, extra in (("importance", []), ("slice", []), ("cv", []),
                         ("contour", ["--params", "x,lr"])):  # fmt: skip
-        out = runner.invoke(app, ["plot", "an", "--kind", kind, *extra])
-        assert out.exit_code == 0, out.output
+        out = abo_here("plot", "an", "--kind", kind, *extra, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
         assert (tmp_path / f"an-{kind}.png").read_bytes()[:4] == b"\x89PNG"
-    bad = runner.invoke(app, ["plot", "an", "--kind", "contour", "--params", "x"])
-    assert bad.exit_code == 1 and "params: a contour needs two parameters" in bad.stderr
+    bad = abo_here("plot", "an", "--kind", "contour", "--params", "x", cwd=tmp_path)
+    assert bad.returncode == 1 and "params: a contour needs two parameters" in bad.stderr
     listed = cli("importance", "an", "--format", "json")
     rows = json.loads(listed.stdout)
     assert [r["name"] for r in rows][:2] == ["x", "opt"]

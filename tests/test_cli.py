@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_helpers import abo_here
 
 import abo
-from abo.cli import app
 from abo.config import load_spec
 from abo.trial import TrialState
 
@@ -35,19 +34,6 @@ def _abo(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedPro
         timeout=timeout,
         env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
     )
-
-
-def _here(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``abo ARGS`` run by the CLI's own code in this process, from ``cwd``: for the quick
-    commands after a run (listing, plotting, refusals), which would spend most of a
-    subprocess loading torch again; the runs themselves go through the entry point."""
-    before = Path.cwd()
-    os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(app, list(args), env={"COLUMNS": None})
-    finally:
-        os.chdir(before)
-    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def _line(text: str, start: str) -> str:
@@ -117,13 +103,13 @@ def test_the_example_study_file_runs(tmp_path: Path) -> None:
     assert _line(out.stdout, "results in:") == f"results in: {db}"
     assert _line(out.stdout, "see them with:") == f"see them with: abo trials {toml}"
     assert all(f"'{p}'" in _line(out.stdout, "best value") for p in study.space)
-    listed = _here("trials", str(toml), "--format", "json", cwd=tmp_path)
+    listed = abo_here("trials", str(toml), "--format", "json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert {t["id"] for t in json.loads(listed.stdout) if t["state"] == "done"} == {
         t.id for t in done
     }
     # a second run of the same file says how to continue the study, and changes nothing
-    twice = _here("run", str(toml), "--quiet", cwd=tmp_path)
+    twice = abo_here("run", str(toml), "--quiet", cwd=tmp_path)
     assert twice.returncode == 1
     error = _line(twice.stderr, "error:")
     assert "'quadratic' exists already" in error and db in error
@@ -239,7 +225,7 @@ def test_failure_rate_exit_code_and_config_errors(tmp_path: Path) -> None:
         '[study]\nn_trials = 0\n[space]\nx = {type = "float", low = 0, high = 1}\n'
         '[objective]\ncommand = "true"\n'
     )
-    out = _here("run", str(bad), cwd=tmp_path)
+    out = abo_here("run", str(bad), cwd=tmp_path)
     assert out.returncode == 1 and "study.n_trials" in out.stderr
     bad.write_text(bad.read_text().replace("n_trials = 0", "n_trials = 3\nlookahead = -1"))
     with pytest.raises(abo.AboError, match="study.lookahead"):
@@ -332,16 +318,16 @@ def test_a_study_file_with_a_stopping_rule_stops_commands_that_report(tmp_path: 
     }  # fmt: skip
     states = [t.state.value for t in study.trials]
     assert len(states) == 8 and "stopped" in states and "done" in states, states
-    listed = _here("trials", str(toml), "--format", "json", cwd=tmp_path)
+    listed = abo_here("trials", str(toml), "--format", "json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     for row in rows:
         steps = [r["step"] for r in row["reports"]]
         assert steps == list(range(1, len(steps) + 1)) and steps
         assert (row["state"] == "done") == (len(steps) == 9)
-    table = _here("trials", str(toml), "--format", "csv", cwd=tmp_path)
+    table = abo_here("trials", str(toml), "--format", "csv", cwd=tmp_path)
     assert table.stdout.splitlines()[0].startswith("id,state,value,step,duration")
     png = tmp_path / "curves.png"
-    plotted = _here("plot", str(toml), "--kind", "curves", "--out", str(png), cwd=tmp_path)
+    plotted = abo_here("plot", str(toml), "--kind", "curves", "--out", str(png), cwd=tmp_path)
     assert plotted.returncode == 0, plotted.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

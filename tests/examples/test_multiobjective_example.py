@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_helpers import abo_here
 
 import abo
-from abo.cli import app
 from abo.trial import TrialState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,9 +26,7 @@ def _abo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_the_study_file_finds_a_front_of_loss_against_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_study_file_finds_a_front_of_loss_against_time(tmp_path: Path) -> None:
     for folder in ("multiobjective", "async_sgd"):  # the objective imports the trainer beside
         shutil.copytree(ROOT / "examples" / folder, tmp_path / folder)
     toml = tmp_path / "multiobjective" / "study.toml"
@@ -62,17 +59,14 @@ def test_the_study_file_finds_a_front_of_loss_against_time(
         )
         for t in front
     )
-    # the commands after the run run the CLI's code in this process: a subprocess each would
-    # load torch again, most of their time (the run above went through the entry point)
-    monkeypatch.chdir(tmp_path)
-    runner = CliRunner()
-    listed = runner.invoke(app, ["best", str(toml), "--format", "json"])
-    assert listed.exit_code == 0, listed.output
+    # the commands after the run in this process (abo_here); the run went through the entry point
+    listed = abo_here("best", str(toml), "--format", "json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
     assert [t["id"] for t in json.loads(listed.stdout)] == [t.id for t in front]
     png = tmp_path / "front.png"
-    plotted = runner.invoke(app, ["plot", str(toml), "--kind", "pareto", "--out", str(png)])
-    assert plotted.exit_code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    plotted = abo_here("plot", str(toml), "--kind", "pareto", "--out", str(png), cwd=tmp_path)
+    assert plotted.returncode == 0 and png.read_bytes()[:4] == b"\x89PNG"
     # run again: refused with how to continue, nothing added
-    twice = runner.invoke(app, ["run", str(toml), "--quiet"])
-    assert twice.exit_code == 1 and "--resume loss-vs-time" in twice.stderr
+    twice = abo_here("run", str(toml), "--quiet", cwd=tmp_path)
+    assert twice.returncode == 1 and "--resume loss-vs-time" in twice.stderr
     assert len(abo.load_study("loss-vs-time", storage=db)) == len(study)
