@@ -13,6 +13,12 @@ BoTorch's own constrained qLogNEHVI weighs every sample by its (smoothed) feasib
 acquisition's ``objective`` keeps the objectives' outputs, and each ``constraints`` callable
 is a negated slack (BoTorch's convention: feasible where it is negative), so the noisy front,
 the busy points and the candidate are all judged feasible or not sample by sample.
+
+BoTorch's JIT-compiled fused kernel for this acquisition is switched off here (``no_jit_kernel``):
+its first use in an environment compiled C++ for 30-65 s while the first ask waited, again for
+every new virtual environment, and its ``-march=native`` build lands in a cache under the home
+directory, which cluster nodes of other CPU types may share; BoTorch's PyTorch path computes the
+same values, at about 1.2 times the cost of a whole ask here.
 """
 
 from __future__ import annotations
@@ -40,6 +46,19 @@ from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import replace_duplicates
 from abo.pareto import pareto_mask
+
+
+def no_jit_kernel() -> None:
+    """Mark BoTorch's fused qLogEHVI kernel as already tried (and absent), so no acquisition
+    of this process compiles it; the PyTorch path is used (see the module)."""
+    from botorch.acquisition.multi_objective import logei
+
+    if getattr(logei, "_C", None) is None:
+        logei._load_attempted = True  # BoTorch's own "tried once, failed" marker
+
+
+no_jit_kernel()
+
 
 MAX_BASELINE = 64
 """The most observed points qLogNEHVI's noisy front is sampled over (``front_layers``)."""

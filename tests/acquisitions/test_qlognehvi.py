@@ -74,3 +74,25 @@ def test_the_baseline_is_whole_front_layers_of_the_observed_utilities() -> None:
     for j in set(range(300)) - set(rows):  # whatever was left out is beaten by a kept point
         assert any(bool((Y[i] >= Y[j]).all() and (Y[i] > Y[j]).any()) for i in rows), j
     assert torch.equal(front_layers(X[:30], Y[:30], k=40), X[:30])  # small studies: all
+
+
+def test_a_proposal_never_compiles_botorchs_fused_kernel(front, monkeypatch) -> None:
+    # BoTorch JIT-compiles a C++ kernel at the first qLogNEHVI of a process: 30-65 s of a
+    # waiting ask in a new environment (the module says why abo uses the PyTorch path)
+    from botorch.acquisition.multi_objective import logei
+    from torch.utils import cpp_extension
+
+    builds: list[object] = []
+
+    def build(*args: object, **kwargs: object) -> None:
+        builds.append(kwargs.get("name"))
+        raise RuntimeError("a compile was attempted")  # BoTorch warns and falls back
+
+    monkeypatch.setattr(cpp_extension, "load", build)
+    model, X, U = front
+    ref = torch.tensor([-0.1, -0.1], dtype=torch.double)
+    proposal = make_strategy("qlognehvi", **CHEAP).propose(
+        replace(make_ctx(model, X, U, seed=3), ref_point=ref), 2
+    )
+    assert proposal.X.shape == (2, 1)
+    assert builds == [] and logei._C is None
