@@ -46,6 +46,8 @@ import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
+from botorch.optim.closures import ForwardBackwardClosure
+from botorch.optim.utils import get_parameters
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
@@ -56,6 +58,7 @@ from torch import Tensor
 
 from abo.exceptions import AboWarning, SurrogateFitError
 from abo.failures import TARGET_NOISE
+from abo.likelihood import loss as direct_loss
 from abo.quiet import silenced
 from abo.spec import MAX_EXACT, NOISE_MODES  # observations above which the GP sees a subset
 
@@ -238,8 +241,12 @@ PROBE_ITERATIONS = 25  # of a full refit's fresh starts before the best one is c
 def _fit(model: SingleTaskGP, maxiter: int = FIT_ITERATIONS) -> float:
     """Maximise the marginal likelihood (with priors); return its value per observation."""
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    forward = direct_loss(mll)  # the same function without GPyTorch's per-step overhead
+    closure = None
+    if forward is not None:
+        closure = ForwardBackwardClosure(forward, get_parameters(mll, requires_grad=True))
     with silenced():  # BoTorch's own optimisation notes (thread-safe); the result is checked
-        fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": maxiter}})
+        fit_gpytorch_mll(mll, closure=closure, optimizer_kwargs={"options": {"maxiter": maxiter}})
     ls = model.covar_module.base_kernel.lengthscale
     if not torch.isfinite(ls).all():
         raise SurrogateFitError("lengthscale: fit produced non-finite lengthscales")

@@ -1,0 +1,83 @@
+"""The direct marginal likelihood computes what GPyTorch's does, and fits land where BoTorch's
+own closure lands."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from botorch.optim.closures import ForwardBackwardClosure, get_loss_closure_with_grads
+from botorch.optim.utils import get_parameters
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+import abo.surrogate
+from abo.likelihood import loss
+from abo.surrogate import _build, fit_gp
+
+
+def _data(n: int = 25, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, d, generator=gen, dtype=torch.double)
+    Y = torch.sin(6 * X[:, :1]) + (X - 0.4).pow(2).sum(-1, keepdim=True)
+    return X, Y
+
+
+def _both(mll: ExactMarginalLogLikelihood) -> tuple[tuple, tuple]:
+    params = get_parameters(mll, requires_grad=True)
+    forward = loss(mll)
+    assert forward is not None
+    value, grads = get_loss_closure_with_grads(mll, params)()
+    reference = (value.item(), [g.clone() for g in grads])
+    value, grads = ForwardBackwardClosure(forward, params)()
+    return reference, (value.item(), [g.clone() for g in grads])
+
+
+@pytest.mark.parametrize(
+    ("noise", "fidelity"), [("auto", ()), ("deterministic", ()), ("auto", (2,))]
+)
+def test_value_and_gradient_are_gpytorchs(noise: str, fidelity: tuple[int, ...]) -> None:
+    X, Y = _data()
+    model = _build(X, Y, noise, fidelity)
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    mll.train()
+    for step in range(2):  # at the initial values, then away from every prior's mode
+        (v0, g0), (v1, g1) = _both(mll)
+        assert v1 == pytest.approx(v0, rel=1e-10, abs=1e-12)
+        assert len(g0) == len(g1) >= 3
+        for a, b in zip(g0, g1, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-8, atol=1e-10)
+        if step == 0:
+            with torch.no_grad():
+                model.covar_module.base_kernel.lengthscale = torch.tensor([[0.3, 0.9, 2.0]])
+                model.covar_module.outputscale = 1.7
+                model.mean_module.constant.fill_(0.2)
+                if noise == "auto":
+                    model.likelihood.noise = 0.05
+
+
+def test_other_models_keep_botorchs_closure() -> None:
+    X, Y = _data()
+    classifier = _build(X, (Y > 0.5).double(), "classifier")  # a fixed-noise likelihood
+    assert loss(ExactMarginalLogLikelihood(classifier.likelihood, classifier)) is None
+
+
+@pytest.mark.parametrize("noise", ["auto", "deterministic"])
+def test_a_fit_lands_where_botorchs_closure_lands(
+    noise: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    X, Y = _data(n=30, d=2, seed=3)
+    used: list[bool] = []
+
+    def spy(mll: ExactMarginalLogLikelihood):  # the fit takes the direct loss
+        forward = loss(mll)
+        used.append(forward is not None)
+        return forward
+
+    monkeypatch.setattr(abo.surrogate, "direct_loss", spy)
+    direct = fit_gp(X, Y, noise=noise, full=True, seed=1).model
+    assert len(used) >= 3 and all(used)  # a full fit: two probes, then the winner continued
+    monkeypatch.setattr(abo.surrogate, "direct_loss", lambda mll: None)  # BoTorch's own
+    reference = fit_gp(X, Y, noise=noise, full=True, seed=1).model
+    for (name, a), (_, b) in zip(
+        reference.named_parameters(), direct.named_parameters(), strict=True
+    ):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=name)
