@@ -57,6 +57,7 @@ def told(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[abo.Trial]
     return url, study.trials, {"refs": refs, "n_initial": n_initial}
 
 
+@pytest.mark.xdist_group("mo-told")  # one process builds the module fixture once
 def test_the_default_strategy_proposes_by_hypervolume_with_busy_points(told) -> None:
     _, trials, info = told
     modelled = [t for t in trials if t.proposal.strategy != "sobol"]
@@ -72,6 +73,7 @@ def test_the_default_strategy_proposes_by_hypervolume_with_busy_points(told) -> 
     assert len(set(points)) == len(points)  # busy points are never proposed again
 
 
+@pytest.mark.xdist_group("mo-told")  # one process builds the module fixture once
 def test_best_trials_is_the_front_and_reopening_the_file_gives_the_same(told) -> None:
     url, trials, _ = told
     study = abo.load_study("zdt", storage=url)
@@ -85,6 +87,7 @@ def test_best_trials_is_the_front_and_reopening_the_file_gives_the_same(told) ->
     assert min(t.params["y"] for t in study.best_trials) < 0.1
 
 
+@pytest.mark.xdist_group("mo-told")  # one process builds the module fixture once
 def test_reference_point_is_fixed_once_the_design_is_told(told) -> None:
     url, _, info = told
     refs = info["refs"]
@@ -99,6 +102,7 @@ def test_reference_point_is_fixed_once_the_design_is_told(told) -> None:
         assert ref[name] == pytest.approx(max(values) + 0.1 * (max(values) - min(values)))
 
 
+@pytest.mark.xdist_group("mo-told")  # one process builds the module fixture once
 def test_hypervolume_grows_and_checks_its_reference_point(told) -> None:
     url, _, info = told
     study = abo.load_study("zdt", storage=url)
