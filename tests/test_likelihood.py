@@ -10,7 +10,7 @@ from botorch.optim.utils import get_parameters
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import abo.surrogate
-from abo.likelihood import loss
+from abo.likelihood import MAX_DIRECT, loss
 from abo.surrogate import _build, fit_gp
 
 
@@ -58,6 +58,12 @@ def test_other_models_keep_botorchs_closure() -> None:
     X, Y = _data()
     classifier = _build(X, (Y > 0.5).double(), "classifier")  # a fixed-noise likelihood
     assert loss(ExactMarginalLogLikelihood(classifier.likelihood, classifier)) is None
+    X, Y = _data(n=MAX_DIRECT + 1)  # where GPyTorch's log-determinant gradient is cheaper
+    large = _build(X, Y, "auto")
+    assert loss(ExactMarginalLogLikelihood(large.likelihood, large)) is None
+    X, Y = _data(n=MAX_DIRECT)
+    small = _build(X, Y, "auto")
+    assert loss(ExactMarginalLogLikelihood(small.likelihood, small)) is not None
 
 
 @pytest.mark.parametrize("noise", ["auto", "deterministic"])
