@@ -4,9 +4,10 @@ A fit maximises the log marginal likelihood (with the hyperparameters' priors) o
 hundreds of L-BFGS-B steps. Through GPyTorch each step builds lazily evaluated tensors, a
 multivariate normal, and the input and outcome transforms' checks: about 4 ms per step on
 20 observations, almost all of it per-operation overhead, not arithmetic. ``loss`` writes
-the same function as some twenty torch operations on the same parameters, with the
-log density's gradient in closed form (``GaussianLogDensity``): the same values and
-gradients to rounding (tested), in about half the time of a fit. Models of any other shape, and data larger than GPyTorch factorises exactly, return
+the same function as some twenty torch operations on the same parameters, with the log
+density's gradient in closed form (``GaussianLogDensity``) and the priors' densities written
+out (``log_prior``): the same values and gradients to rounding (tested), a fit in 0.4-0.7x the
+time. Models of any other shape, and data larger than GPyTorch factorises exactly, return
 ``None`` and keep BoTorch's own closure.
 """
 
@@ -24,10 +25,12 @@ from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.means import ConstantMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.priors import GammaPrior, LogNormalPrior, Prior
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 SQRT5 = math.sqrt(5.0)
+LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))  # as torch's Normal writes it
 
 
 def _unit_normalize(tf: object) -> bool:
@@ -66,6 +69,22 @@ def supported(mll: ExactMarginalLogLikelihood) -> bool:
         and model.train_targets.shape[-1] <= settings.max_cholesky_size.value()
         and model.mean_module.constant.numel() == 1
     )
+
+
+def log_prior(prior: Prior, x: Tensor) -> Tensor:
+    """A prior's log density at ``x``, summed: written out for the log-normal and gamma
+    priors of abo's GP (torch's distributions validate and broadcast on every call, a fifth
+    of a fit's step), the prior's own ``log_prob`` for any other."""
+    if getattr(prior, "_transform", None) is None:
+        if type(prior) is LogNormalPrior:  # torch's Normal on log(x), with its Jacobian
+            loc, scale = prior.base_dist.loc, prior.base_dist.scale  # the same tensors
+            y = x.log()
+            normal = -((y - loc) ** 2) / (2 * scale**2) - scale.log() - LOG_SQRT_2PI
+            return (normal - y).sum()
+        if type(prior) is GammaPrior:
+            a, b = prior.concentration, prior.rate
+            return (a * b.log() + (a - 1.0) * x.log() - b * x - torch.lgamma(a)).sum()
+    return prior.log_prob(x).sum()
 
 
 class GaussianLogDensity(torch.autograd.Function):
@@ -130,7 +149,7 @@ def loss(mll: ExactMarginalLogLikelihood) -> Callable[[], Tensor] | None:
         resid = y - mean.constant.reshape(-1)
         value = cast(Tensor, GaussianLogDensity.apply(A, resid)) - constant
         for prior, closure, module in priors:
-            value = value + prior.log_prob(closure(module)).sum()
+            value = value + log_prior(prior, closure(module))
         return -value / n
 
     return forward
