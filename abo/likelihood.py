@@ -7,8 +7,8 @@ multivariate normal, and the input and outcome transforms' checks: about 4 ms pe
 the same function as some twenty torch operations on the same parameters, with the log
 density's gradient in closed form (``GaussianLogDensity``) and the priors' densities written
 out (``log_prior``): the same values and gradients to rounding (tested), a fit in 0.4-0.7x the
-time. Models of any other shape, and data larger than GPyTorch factorises exactly, return
-``None`` and keep BoTorch's own closure.
+time. Models of any other shape (a warm start's prior mean), and data larger than GPyTorch
+factorises exactly, return ``None`` and keep BoTorch's own closure.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from gpytorch import settings
 from gpytorch.kernels import MaternKernel, ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.means import ConstantMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior, LogNormalPrior, Prior
@@ -44,9 +44,10 @@ def _unit_normalize(tf: object) -> bool:
 
 def supported(mll: ExactMarginalLogLikelihood) -> bool:
     """Whether ``loss`` computes this marginal likelihood: a single-output ``SingleTaskGP``
-    with a constant mean, a scaled Matern-5/2 kernel on every input, a homoskedastic Gaussian
-    likelihood, ``Standardize`` and a unit ``Normalize`` (abo's GP, ``abo.surrogate``), on as
-    many observations as GPyTorch factorises exactly (``max_cholesky_size``, 800: above it
+    with a constant mean, a scaled Matern-5/2 kernel on every input, a Gaussian likelihood
+    (learned and homoskedastic, or fixed per point: the failure classifier's),
+    ``Standardize`` and a unit ``Normalize`` (abo's GP, ``abo.surrogate``), on as many
+    observations as GPyTorch factorises exactly (``max_cholesky_size``, 800: above it
     GPyTorch approximates the likelihood by conjugate gradients, and so would the fit)."""
     model = mll.model
     if not isinstance(model, SingleTaskGP) or model.num_outputs != 1:
@@ -56,7 +57,7 @@ def supported(mll: ExactMarginalLogLikelihood) -> bool:
     if type(kernel) is not ScaleKernel or not isinstance(base, MaternKernel):
         return False
     return (
-        type(model.likelihood) is GaussianLikelihood
+        type(model.likelihood) in (GaussianLikelihood, FixedNoiseGaussianLikelihood)
         and type(model.mean_module) is ConstantMean
         and type(base) is MaternKernel
         and base.nu == 2.5

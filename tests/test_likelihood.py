@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from botorch.models import SingleTaskGP
 from botorch.optim.closures import ForwardBackwardClosure, get_loss_closure_with_grads
 from botorch.optim.utils import get_parameters
 from gpytorch import settings
@@ -55,10 +56,21 @@ def test_value_and_gradient_are_gpytorchs(noise: str, fidelity: tuple[int, ...])
                     model.likelihood.noise = 0.05
 
 
+def test_the_failure_classifiers_fixed_noise_gp_too() -> None:
+    X, Y = _data()
+    classifier = _build(X, (Y > 0.5).double(), "classifier")  # noise fixed per point
+    mll = ExactMarginalLogLikelihood(classifier.likelihood, classifier)
+    mll.train()
+    (v0, g0), (v1, g1) = _both(mll)
+    assert v1 == pytest.approx(v0, rel=1e-10, abs=1e-12)
+    for a, b in zip(g0, g1, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-8, atol=1e-10)
+
+
 def test_other_models_keep_botorchs_closure() -> None:
     X, Y = _data()
-    classifier = _build(X, (Y > 0.5).double(), "classifier")  # a fixed-noise likelihood
-    assert loss(ExactMarginalLogLikelihood(classifier.likelihood, classifier)) is None
+    plain = SingleTaskGP(X, Y)  # BoTorch's default kernel, not abo's Matern-5/2
+    assert loss(ExactMarginalLogLikelihood(plain.likelihood, plain)) is None
     exact = settings.max_cholesky_size.value()  # above it GPyTorch uses conjugate gradients
     X, Y = _data(n=exact + 1, d=2)
     large = _build(X, Y, "auto")
