@@ -61,6 +61,7 @@ def _measure(
     queue: Any,
     options: dict,
     threads: int | None = None,
+    busy: int = BUSY,
 ) -> None:
     """Worker process: put each timed ask's seconds on ``queue``, then ``None``."""
     import warnings
@@ -71,7 +72,7 @@ def _measure(
         torch.set_num_threads(threads)
     warnings.simplefilter("ignore")
     if strategy == OPTUNA:
-        _measure_optuna(n, repeats, seed, cap, queue)
+        _measure_optuna(n, repeats, seed, cap, queue, busy)
         return
     import abo
     from benchmarks.suites import get_problem
@@ -104,25 +105,31 @@ def _measure(
             study.fail(study.ask().id, "diverged")
         else:
             study.add(params, outcome)
-    timed_asks(study, repeats, cap, queue, result, names)
+    timed_asks(study, repeats, cap, queue, result, names, busy)
 
 
 def timed_asks(
-    study: Any, repeats: int, cap: float, queue: Any, value: Any, names: list[str]
+    study: Any,
+    repeats: int,
+    cap: float,
+    queue: Any,
+    value: Any,
+    names: list[str],
+    busy: int = BUSY,
 ) -> None:
-    """Ask for ``BUSY`` busy points (the model is fitted there, untimed), say ``"ready"``, then
-    put the seconds of each of ``repeats`` asks on ``queue``, each followed by the tell of
-    ``value(x)`` for its point (``None``: the evaluation failed, and the trial is failed),
-    until ``cap`` seconds have passed; ``None`` at the end."""
+    """Ask for ``busy`` points left running (the model is fitted there, untimed), say
+    ``"ready"``, then put the seconds of each of ``repeats`` asks on ``queue``, each followed
+    by the tell of ``value(x)`` for its point (``None``: the evaluation failed, and the trial
+    is failed), until ``cap`` seconds have passed; ``None`` at the end."""
     import numpy as np
 
-    for _ in range(BUSY):
-        study.ask(n_workers=BUSY + 1)
+    for _ in range(busy):
+        study.ask(n_workers=busy + 1)
     queue.put("ready")
     started = time.perf_counter()
     for _ in range(repeats):
         t0 = time.perf_counter()
-        trial = study.ask(n_workers=BUSY + 1)
+        trial = study.ask(n_workers=busy + 1)
         queue.put(time.perf_counter() - t0)
         x = np.array([trial.params[name] for name in names])
         outcome = value(x)
@@ -135,7 +142,9 @@ def timed_asks(
     queue.put(None)
 
 
-def _measure_optuna(n: int, repeats: int, seed: int, cap: float, queue: Any) -> None:
+def _measure_optuna(
+    n: int, repeats: int, seed: int, cap: float, queue: Any, busy: int = BUSY
+) -> None:
     """``_measure`` for Optuna's ``GPSampler``: the same data, busy trials and timed cycle."""
     import numpy as np
     import optuna
@@ -159,7 +168,7 @@ def _measure_optuna(n: int, repeats: int, seed: int, cap: float, queue: Any) -> 
             for x in rng.random((n, problem.dim))
         ]
     )
-    for _ in range(BUSY):
+    for _ in range(busy):
         study.ask(dists)  # running, never told: busy points for the sampler
     queue.put("ready")
     started = time.perf_counter()
@@ -182,16 +191,18 @@ def measure(
     options: dict | None = None,
     setup: float = 60.0,
     threads: int | None = None,
+    busy: int = BUSY,
 ) -> tuple[list[float], bool]:
     """Seconds of each timed ask, and whether the cap cut the measurement short.
 
     ``options`` go to ``create_study`` (``refit``, ``max_staleness``); ``setup`` seconds are
     allowed for spawning, adding the data and the first fit, before the ``cap`` starts;
-    ``threads`` sets torch's threads in the measuring process (``None``: abo's choice).
+    ``threads`` sets torch's threads in the measuring process (``None``: abo's choice);
+    ``busy`` trials are left running (the benchmark's ``BUSY``; fewer make a quick check).
     """
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    args = (strategy, n, repeats, seed, cap, queue, dict(options or {}), threads)
+    args = (strategy, n, repeats, seed, cap, queue, dict(options or {}), threads, busy)
     proc = ctx.Process(target=_measure, args=args)
     proc.start()
     times: list[float] = []

@@ -132,9 +132,9 @@ def test_latency_times_asks_and_caps_slow_sizes(capsys: pytest.CaptureFixture[st
     from benchmarks.latency import measure
 
     options = {"refit": "background", "max_staleness": 5}  # study options reach the study
-    times, capped = measure("default", 20, repeats=2, seed=0, cap=60.0, options=options)
+    times, capped = measure("default", 20, repeats=2, seed=0, cap=60.0, options=options, busy=2)
     assert len(times) == 2 and not capped and all(0 < t < 30 for t in times)
-    times, capped = measure("optuna-gp", 20, repeats=2, seed=0, cap=60.0)  # the same data
+    times, capped = measure("optuna-gp", 20, repeats=2, seed=0, cap=60.0, busy=2)  # same data
     assert len(times) == 2 and not capped and all(0 < t < 30 for t in times)
     times, capped = measure("believer", 100, repeats=50, seed=0, cap=0.5)
     assert capped and len(times) < 50  # cut off after half a second of asking
@@ -151,7 +151,7 @@ def test_latency_of_a_study_with_constraints_and_failures() -> None:
     assert constraint_values(x, 1.0) == {"value": 1.0, "spread": 0.0, "total": 3.0}
     options = {"refit": "background"}
     times, capped = measure(
-        "constrained", 10, repeats=1, seed=0, cap=120.0, options=options, setup=300.0
+        "constrained", 10, repeats=1, seed=0, cap=120.0, options=options, setup=300.0, busy=2
     )
     assert len(times) == 1 and not capped and 0 < times[0] < 60
 
