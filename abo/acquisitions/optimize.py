@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -28,6 +29,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.base import Proposal, ProposalContext
+from abo.acquisitions.moments import MaternMoments
 
 if TYPE_CHECKING:
     from abo.acquisitions.feasibility import Feasibility
@@ -190,6 +192,21 @@ class Solves:
         """``L^-1 k(X, x)`` for ``k x n`` kernel rows: ``n x k``, differentiable in them."""
         return torch.linalg.solve_triangular(self.L, cross.transpose(-1, -2), upper=False)
 
+    @cached_property
+    def Linv(self) -> Tensor:
+        """``L^-1``, explicit (once per model): ``MaternMoments``' products."""
+        eye = torch.eye(self.L.shape[0], dtype=self.L.dtype, device=self.L.device)
+        return torch.linalg.solve_triangular(self.L, eye, upper=False)
+
+    def moments(self, gp: ExactGP) -> MaternMoments | None:
+        """``gp``'s ``MaternMoments`` on its training points (once per model), or ``None``
+        where its kernel is not abo's."""
+        if "_moments" not in self.__dict__:  # a frozen dataclass: cache beside the fields
+            train = gp.train_inputs[0]
+            found = MaternMoments.of(gp, train, self.Linv.to(train), self.alpha.to(train))
+            self.__dict__["_moments"] = found
+        return cast("MaternMoments | None", self.__dict__["_moments"])
+
 
 def _key(gp: ExactGP) -> tuple[tuple[int, ...], Tensor]:
     """What a model's solves depend on: its training tensors (by identity and in-place
@@ -268,13 +285,17 @@ def latent_mean_std(model: Model, X: Tensor, grad: bool = False) -> tuple[Tensor
     k(X_train, x)||^2``, the same numbers as ``model.posterior`` without its per-point batch
     overhead (which dominates an acquisition search's many small evaluations). ``grad=True``
     keeps the graph to ``X`` (the solves are constants), for gradient-based acquisition
-    search. ``None`` for other models.
+    search: abo's own GPs then take ``MaternMoments``' closed-form gradient. ``None`` for
+    other models.
     """
     with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
         sol = solves(model)
         if sol is None:
             return None
         gp = cast(ExactGP, model)  # what solves checked
+        fast = sol.moments(gp) if grad else None
+        if fast is not None:
+            return fast(X)
         Xt = gp.transform_inputs(X)
         cross = kernel(gp.covar_module, Xt, gp.train_inputs[0])
         mean = gp.mean_module(Xt) + cross @ sol.alpha.to(cross)
@@ -315,6 +336,27 @@ class Believed:
             S = prior - self.busy_proj.T @ self.busy_proj
             S = S + noise * torch.eye(S.shape[0], dtype=S.dtype)
             self.chol = psd_safe_cholesky(0.5 * (S + S.T))
+        self.moments = self._moments()
+
+    def _moments(self) -> MaternMoments | None:
+        """``MaternMoments`` on the data and the busy points together (``None`` where the
+        kernel is not abo's): the inverse Cholesky factor of both is the data's ``L^-1``
+        bordered by ``C^-1 [-B L^-1, I]``, with ``B = (L^-1 k(X, b))^T`` and ``C`` the busy
+        points' factor, ``chol``."""
+        train = self.gp.train_inputs[0]
+        if self.busy.shape[0] == 0:
+            return self.solves.moments(self.gp)
+        with torch.no_grad():
+            Linv = self.solves.Linv.to(train)
+            m = self.busy.shape[0]
+            eye = torch.eye(m, dtype=train.dtype, device=train.device)
+            Cinv = torch.linalg.solve_triangular(self.chol, eye, upper=False)
+            lower = torch.cat([-Cinv @ (self.busy_proj.T @ Linv), Cinv], dim=1)
+            upper = torch.cat([Linv, Linv.new_zeros(Linv.shape[0], m)], dim=1)
+            both = torch.cat([train, self.busy.to(train)])
+            return MaternMoments.of(
+                self.gp, both, torch.cat([upper, lower]), self.solves.alpha.to(train)
+            )
 
     @staticmethod
     def supported(model: Model, X: Tensor) -> bool:
@@ -327,6 +369,8 @@ class Believed:
 
     def mean_std(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """Standardised latent mean and std at ``k x d`` points, differentiable in ``X``."""
+        if self.moments is not None:
+            return self.moments(X)
         gp = self.gp
         Xt = gp.transform_inputs(X)
         train = gp.train_inputs[0]
@@ -455,9 +499,29 @@ class FastLogEI(AcquisitionFunction):
                     loc, scale = tf.means.reshape(()), tf.stdvs.reshape(())
                     mean, std = loc + scale * mean, scale * std
                 u = (mean - self.best_f.to(mean)) / std
-                return (_log_ei_helper(u) + std.log()).reshape(X.shape[:-2])
+                log_h = cast(Tensor, LogH.apply(u))
+                return (log_h + std.log()).reshape(X.shape[:-2])
             self._fallback = LogExpectedImprovement(self.model, best_f=self.best_f)
         return self._fallback(X)
+
+
+class LogH(torch.autograd.Function):
+    """BoTorch's ``_log_ei_helper``, ``log h(u)`` with ``h(u) = phi(u) + u Phi(u)``, and its
+    derivative in closed form: ``h'(u) = Phi(u)``, so ``d log h / du = exp(log Phi(u) - log
+    h(u))``, stable in logs wherever the helper is. The helper's two dozen elementwise
+    operations are then not recorded for autograd on every evaluation of a search."""
+
+    @staticmethod
+    def forward(ctx: Any, u: Tensor) -> Tensor:
+        with torch.no_grad():
+            log_h = _log_ei_helper(u)
+        ctx.save_for_backward(u, log_h)
+        return log_h
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        u, log_h = ctx.saved_tensors
+        return grad * torch.exp(torch.special.log_ndtr(u) - log_h)
 
 
 def log_softplus(a: Tensor) -> Tensor:
