@@ -266,6 +266,7 @@ def _signals(stop: _Stop, grace: float, clock: Callable[[], float]) -> Iterator[
 
 AUTO_CAP = 2  # an automatic lookahead never exceeds this many times the workers
 SATURATED = 2.0  # proposals this many times too slow for the results: queue nothing
+QUEUE_LOAD = 0.1  # proposals busy this share of the time: queue even when each is cheap
 
 
 def auto_lookahead(
@@ -275,9 +276,13 @@ def auto_lookahead(
 
     Results arrive at ``workers / eval_seconds`` per second and each takes ``ask_seconds`` to
     replace, so about ``load = workers * ask_seconds / eval_seconds`` proposals are being made
-    at any moment. A proposal under 1 % of an evaluation queues nothing: a freed worker waits
-    at most that 1 %, and every proposal sees every result. Past it, one evaluation per
-    worker waits on deck (the executor starts it the moment the worker is free), or twice the
+    at any moment. A proposal under 1 % of an evaluation queues nothing while that load is
+    under ``QUEUE_LOAD``: a freed worker waits at most that 1 %, and every proposal sees every
+    result. With many workers the load passes it even for cheap proposals (32 workers, 1.25 s
+    evaluations, ``thompson`` points of 0.009 s: load 0.23), the waits add up to that 1 % and
+    more (utilization 0.97 without a queue there, 0.995 with one: ``docs/benchmarks.md``).
+    Past it, one evaluation per worker waits on deck (the executor starts it the moment the
+    worker is free), or twice the
     load when that is more, so bursts of results (durations vary; several workers free at
     once) find proposals ready (twice the load alone, 2 for the demo's 4 workers, left
     them waiting in bursts: ``docs/benchmarks.md``). ``gap_seconds`` is the driver's own
@@ -297,7 +302,7 @@ def auto_lookahead(
     load = workers * ratio
     if load > SATURATED:
         return 0
-    if ratio < 0.01 and gap_seconds / eval_seconds < 0.01:
+    if ratio < 0.01 and load < QUEUE_LOAD and gap_seconds / eval_seconds < 0.01:
         return 0
     return min(AUTO_CAP * workers, max(workers, math.ceil(2 * load)))
 

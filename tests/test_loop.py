@@ -284,6 +284,9 @@ def test_bad_lookahead_is_rejected() -> None:
 
 def test_the_automatic_lookahead_follows_proposal_and_evaluation_times() -> None:
     assert auto_lookahead(4, ask_seconds=0.001, eval_seconds=1.0) == 0  # 0.1 %: queue nothing
+    # under 1 % each, but 32 workers keep the proposals busy a fifth of the time: queue
+    assert auto_lookahead(32, ask_seconds=0.009, eval_seconds=1.25) == 32
+    assert auto_lookahead(8, ask_seconds=0.009, eval_seconds=1.25) == 0  # load 0.06
     assert auto_lookahead(4, ask_seconds=0.05, eval_seconds=1.0) == 4  # 5 %: one on deck each
     assert auto_lookahead(4, ask_seconds=0.45, eval_seconds=1.0) == 4  # twice the load: 3.6
     assert auto_lookahead(2, ask_seconds=0.45, eval_seconds=1.0) == 2

@@ -31,10 +31,9 @@ SQRT5 = math.sqrt(5.0)
 VAR_FLOOR = 1e-16  # the least variance whose square root is differentiated (as ``Believed``)
 
 
-def _identity_inputs(gp: ExactGP) -> bool:
-    """Whether the GP's input transform is none or ``Normalize`` onto fixed ``[0, 1]``
-    bounds: the identity on abo's inputs, which are already in the unit cube."""
-    tf = getattr(gp, "input_transform", None)
+def identity_transform(tf: object) -> bool:
+    """Whether an input transform is none or ``Normalize`` onto fixed ``[0, 1]`` bounds: the
+    identity on abo's inputs, which are already in the unit cube."""
     if tf is None:
         return True
     if type(tf) is not Normalize or tf.learn_bounds:
@@ -75,7 +74,7 @@ class MaternMoments:
     ) -> None:
         ell, self.outputscale, self.constant = pieces
         self.gp = gp
-        self.identity = _identity_inputs(gp)
+        self.identity = identity_transform(getattr(gp, "input_transform", None))
         self.ell = ell.to(points)
         self.scaled = (points / self.ell).contiguous()  # (n + m) x d, in lengthscales
         self.Linv = Linv.contiguous()

@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
-from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.generation.gen import gen_candidates_scipy
 from botorch.generation.sampling import MaxPosteriorSampling
 from torch import Tensor
@@ -41,33 +40,34 @@ from torch import Tensor
 from abo.acquisitions.base import DUPLICATE_TOL, Proposal, ProposalContext, register_strategy
 from abo.acquisitions.feasibility import violation_scales
 from abo.acquisitions.optimize import OptimizerBudget, incumbent, outcome_scale, sobol_points
+from abo.acquisitions.paths import DrawnPaths
 from abo.acquisitions.quiet import degraded, quiet_proposal, search_warnings
 from abo.acquisitions.thompson_pareto import pareto_sample_points
 
 
-def draw_paths(ctx: ProposalContext, n: int, seed: int) -> PathwiseThompsonSampling:
+def draw_paths(ctx: ProposalContext, n: int, seed: int) -> DrawnPaths:
     """``n`` independent posterior sample paths in one batch, fixed by ``seed``.
 
     The acquisition's ``q``-th input point is evaluated on the ``q``-th path, and its value is
     the sum over the ``q`` points, so maximising it over ``b x n x d`` maximises each path.
+    Paths of abo's GP are evaluated in closed form (``abo.acquisitions.paths``).
     """
     assert ctx.model is not None
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        acq = PathwiseThompsonSampling(ctx.model)
+        acq = DrawnPaths(ctx.model)
         acq.redraw(batch_size=n)
         acq.batch_size = n
     return acq
 
 
-def path_values(acq: PathwiseThompsonSampling, X: Tensor) -> Tensor:
+def path_values(acq: DrawnPaths, X: Tensor) -> Tensor:
     """``b x n`` values of path ``j`` at ``X[..., j, :]`` for ``b x n x d`` points."""
-    assert acq.samples is not None
-    return acq.samples(X.unsqueeze(-2)).reshape(X.shape[:-1])
+    return acq.path_values(X)
 
 
 def maximize_paths(
-    acq: PathwiseThompsonSampling, ctx: ProposalContext, budget: OptimizerBudget
+    acq: DrawnPaths, ctx: ProposalContext, budget: OptimizerBudget
 ) -> tuple[Tensor, Tensor]:
     """Local maxima of every path: ``r x n x d`` points and their ``r x n`` path values.
 
@@ -78,7 +78,7 @@ def maximize_paths(
     n = acq.batch_size
     raw = sobol_points(ctx, budget.raw_samples, ctx.seed())
     with torch.no_grad():
-        raw_values = acq.samples(raw).reshape(n, -1)  # every path at every raw point
+        raw_values = acq.everywhere(raw)  # every path at every raw point: n x raw
     k = min(budget.num_restarts, raw.shape[0])
     starts = raw[raw_values.topk(k, dim=-1).indices].transpose(0, 1)  # k x n x d
     if ctx.X.shape[0]:
@@ -139,9 +139,7 @@ def thompson_points(
         for j in range(n):
             x = _pick(X[:, j], values[:, j], chosen, ctx)
             if x is None:  # every local maximum repeats a point: the path's best new raw point
-                with torch.no_grad():
-                    raw_values = path_values(acq, raw.unsqueeze(1).expand(-1, n, -1))[:, j]
-                x = _pick(raw, raw_values, chosen, ctx)
+                x = _pick(raw, acq.everywhere(raw)[j], chosen, ctx)
             x = ctx.round(X[0, j : j + 1]) if x is None else x
             points.append(x)
             chosen.append(x)
@@ -211,12 +209,12 @@ def replace_duplicates(
 class ConstrainedPaths(AcquisitionFunction):
     """``n`` objective paths minus a steep penalty on each point's sampled constraint
     violation: the sum over ``j`` of ``f_j(x_j) - w * sum_i max(0, -s_ij(x_j)) / scale_i``,
-    separable in the points like ``PathwiseThompsonSampling`` (``b x n x d -> b``)."""
+    separable in the points like ``DrawnPaths`` (``b x n x d -> b``)."""
 
     def __init__(
         self,
-        objective: PathwiseThompsonSampling,
-        slacks: list[PathwiseThompsonSampling],
+        objective: DrawnPaths,
+        slacks: list[DrawnPaths],
         weights: list[float],
     ) -> None:
         super().__init__(model=objective.model)
@@ -230,6 +228,14 @@ class ConstrainedPaths(AcquisitionFunction):
         violation = torch.zeros_like(value)
         for acq, w in zip(self.slacks, self.weights, strict=True):
             violation = violation + w * path_values(acq, X).neg().clamp_min(0.0)
+        return value, violation
+
+    def parts_everywhere(self, P: Tensor) -> tuple[Tensor, Tensor]:
+        """``parts`` of every path at every one of ``r x d`` points (``r x n`` each)."""
+        value = self.objective.everywhere(P).T
+        violation = torch.zeros_like(value)
+        for acq, w in zip(self.slacks, self.weights, strict=True):
+            violation = violation + w * acq.everywhere(P).T.neg().clamp_min(0.0)
         return value, violation
 
     def forward(self, X: Tensor) -> Tensor:
@@ -253,20 +259,20 @@ def constrained_thompson_points(
     acq = ConstrainedPaths(objective, slacks, weights)
     raw = sobol_points(ctx, budget.raw_samples, ctx.seed())
     wide = raw.unsqueeze(1).expand(-1, n, -1)  # every raw point under every path
-    with torch.no_grad():
-        value, violation = acq.parts(wide)
-    raw_values = (value - violation).transpose(0, 1)  # n x r
+    raw_value, raw_violation = acq.parts_everywhere(raw)  # r x n each
+    raw_values = (raw_value - raw_violation).transpose(0, 1)  # n x r
     k = min(budget.num_restarts, raw.shape[0])
     starts = raw[raw_values.topk(k, dim=-1).indices].transpose(0, 1)  # k x n x d
     X_ok, _ = feas.feasible_rows(ctx.X, ctx.Y)
     if X_ok.shape[0]:
         best = X_ok[ctx.Y[feas.observed.to(torch.bool)].reshape(-1).argmax()]
         starts = torch.cat([starts, best.to(starts).expand(1, n, -1)])
-    candidates = torch.cat(
-        [climb(starts, acq, ctx, budget), wide]
-    )  # (k + r) x n x d: local maxima, then raw
+    climbed = climb(starts, acq, ctx, budget)
+    candidates = torch.cat([climbed, wide])  # (k + r) x n x d: local maxima, then raw
     with torch.no_grad():
-        values, violation = acq.parts(candidates)
+        top, top_violation = acq.parts(climbed)
+    values = torch.cat([top, raw_value])
+    violation = torch.cat([top_violation, raw_violation])
     points: list[Tensor] = []
     infos: list[dict[str, Any]] = []
     for j in range(n):
