@@ -18,6 +18,7 @@ give ``None`` from ``SamplePaths.of``, and BoTorch's own path is used.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
@@ -40,20 +41,20 @@ from abo.acquisitions.moments import SQRT5, identity_transform, matern52
 CHUNK = 1 << 21  # the most feature values (points x paths x features) evaluated at once
 
 
+@dataclass(frozen=True)
 class SamplePaths:
     """``n`` drawn posterior paths of abo's GP (see the module), evaluated point ``j`` on path
     ``j``: ``values(X)`` maps ``b x n x d`` points to ``b x n`` path values, differentiable."""
 
-    def __init__(self, **parts: Tensor) -> None:
-        self.omega = parts["omega"]  # F x d frequencies (in lengthscales)
-        self.sin_w = parts["sin_w"]  # n x F: sqrt(s) a u_j
-        self.cos_w = parts["cos_w"]  # n x F: sqrt(s) a v_j
-        self.ell = parts["ell"]  # d
-        self.scaled = parts["scaled"]  # N x d training inputs, in lengthscales
-        self.update = parts["update"]  # n x N kernel weights w_j
-        self.outputscale = parts["outputscale"]
-        self.offset = parts["offset"]  # mu + sigma c
-        self.sigma = parts["sigma"]
+    omega: Tensor  # F x d frequencies (in lengthscales)
+    sin_w: Tensor  # n x F: sqrt(s) a u_j
+    cos_w: Tensor  # n x F: sqrt(s) a v_j
+    ell: Tensor  # d lengthscales
+    scaled: Tensor  # N x d training inputs, in lengthscales
+    update: Tensor  # n x N kernel weights w_j
+    outputscale: Tensor  # s
+    offset: Tensor  # mu + sigma c
+    sigma: Tensor  # the outcome transform's scale
 
     @staticmethod
     def of(acq: PathwiseThompsonSampling) -> SamplePaths | None:
