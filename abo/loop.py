@@ -320,8 +320,11 @@ class _Asker:
     It asks once ``batch`` (a quarter of ``lookahead``) places are free, not at every single
     one: a batch of proposals costs little more than one (Thompson's paths are drawn and
     climbed together), so the thread keeps up with many fast workers while the queue still
-    holds three quarters of the lookahead. When it falls behind, the places free meanwhile
-    are asked for together, so slow proposals come in larger batches by themselves.
+    holds three quarters of the lookahead. When it falls behind, one point for each worker
+    with nothing to start is asked for together, so slow proposals come in larger batches by
+    themselves; otherwise a batch at a time, so that a greedy member (whose batch of ``k``
+    points costs ``k``, its first point ready only with its last) does not keep a freed
+    worker waiting for points it does not need yet (the quadratic example: 0.89 to 0.90).
 
     ``auto``: the lookahead follows the measured seconds per proposal, per evaluation and
     between evaluations (``auto_lookahead``), re-sized after every ask and every result, and
@@ -370,7 +373,10 @@ class _Asker:
                     self.cond.wait()
                 if self.halted:
                     return
-                want = self._deficit()
+                # a batch, or more when more workers have nothing to start: a greedy member's
+                # batch of k points costs k, and its first point waits for the last
+                idle = self.workers - self.inflight - len(self.ready)
+                want = min(self._deficit(), max(self.batch, idle))
                 pace = self.pace()
             try:
                 t0 = time.perf_counter()
