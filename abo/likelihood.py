@@ -33,7 +33,7 @@ SQRT5 = math.sqrt(5.0)
 LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))  # as torch's Normal writes it
 
 
-def _unit_normalize(tf: object) -> bool:
+def unit_normalize(tf: object) -> bool:
     """Whether an input transform is ``Normalize`` onto fixed ``[0, 1]`` bounds (the identity
     on abo's inputs, which are already in the unit cube)."""
     if not isinstance(tf, Normalize) or tf.learn_bounds:
@@ -64,7 +64,7 @@ def supported(mll: ExactMarginalLogLikelihood) -> bool:
         and base.active_dims is None
         and kernel.active_dims is None
         and isinstance(getattr(model, "outcome_transform", None), Standardize)
-        and _unit_normalize(getattr(model, "input_transform", None))
+        and unit_normalize(getattr(model, "input_transform", None))
         and model.train_inputs[0].dim() == 2
         and model.train_targets.dim() == 1
         and model.train_targets.shape[-1] <= settings.max_cholesky_size.value()

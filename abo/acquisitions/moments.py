@@ -17,28 +17,23 @@ about half the time. Any other model keeps the autograd path (``MaternMoments.of
 
 from __future__ import annotations
 
-import math
 from typing import Any, cast
 
 import torch
-from botorch.models.transforms import Normalize
 from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.means import ConstantMean
 from gpytorch.models import ExactGP
 from torch import Tensor
 
-SQRT5 = math.sqrt(5.0)
+from abo.likelihood import SQRT5, unit_normalize
+
 VAR_FLOOR = 1e-16  # the least variance whose square root is differentiated (as ``Believed``)
 
 
 def identity_transform(tf: object) -> bool:
-    """Whether an input transform is none or ``Normalize`` onto fixed ``[0, 1]`` bounds: the
-    identity on abo's inputs, which are already in the unit cube."""
-    if tf is None:
-        return True
-    if type(tf) is not Normalize or tf.learn_bounds:
-        return False
-    return bool((tf.bounds[0] == 0).all() and (tf.bounds[1] == 1).all())
+    """Whether an input transform is none or a unit ``Normalize`` (``abo.likelihood``'s
+    check): the identity on abo's inputs, which are already in the unit cube."""
+    return tf is None or unit_normalize(tf)
 
 
 def matern52(gp: ExactGP) -> tuple[Tensor, Tensor, Tensor] | None:
