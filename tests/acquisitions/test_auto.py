@@ -11,7 +11,15 @@ import torch
 from strategy_helpers import make_ctx
 
 import abo
-from abo.acquisitions.auto import EXACT_BELOW, GREEDY_FLOOR, REST_DECAY, SHARE, AutoStrategy
+from abo.acquisitions.auto import (
+    EXACT_BELOW,
+    GREEDY_FLOOR,
+    QLOGNEI_OVER_BELIEVER,
+    REST_DECAY,
+    SHARE,
+    AutoStrategy,
+    exact_enough,
+)
 from abo.surrogate import NOISE_PRIOR_MODE, fit_gp
 
 
@@ -98,6 +106,28 @@ def test_a_member_whose_first_call_is_slow_is_tried_once_per_ask() -> None:
     assert [i["arm"] for i in strategy.propose(tight, 2).info] == ["believer", "thompson"]
     assert strategy.cost["believer"] >= 0.2
     assert {i["arm"] for i in strategy.propose(tight, 3).info} == {"thompson"}  # measured slow
+
+
+def test_under_a_pace_qlognei_is_tried_only_once_believer_says_it_may_keep_up() -> None:
+    """Noisy data (qlognei's) under a pace: believer proposes until it is measured; qlognei is
+    tried only when QLOGNEI_OVER_BELIEVER times believer's cost keeps the pace."""
+    X, Y = _data(0.5)
+    model = fit_gp(X, Y, noise="auto").model
+    assert not exact_enough(model)  # without a pace, qlognei's (the first test)
+    noisy = make_ctx(model, X, Y)
+    strategy = AutoStrategy(raw_samples=32, num_restarts=2)
+    roomy = replace(noisy, pace=100.0)
+    # believer first (one unmeasured member is tried per ask) and measured; on the next ask
+    # qlognei, tried since 3x believer's cost keeps the pace, and measured in turn
+    assert {i["arm"] for i in strategy.propose(roomy, 2).info} == {"believer"}
+    assert "qlognei" not in strategy.calls
+    assert [i["arm"] for i in strategy.propose(roomy, 2).info] == ["qlognei"] * 2
+    strategy = AutoStrategy(raw_samples=32, num_restarts=2)
+    strategy.cost["believer"] = 0.1  # as if a believer point took 0.1 s
+    pace = 0.2 / SHARE  # believer keeps it; 3 x 0.1 s would not
+    assert QLOGNEI_OVER_BELIEVER * 0.1 > SHARE * pace
+    arms = [i["arm"] for i in strategy.propose(replace(noisy, pace=pace), 2).info]
+    assert arms == ["believer", "believer"] and "qlognei" not in strategy.calls
 
 
 def test_a_deterministic_objective_the_gp_learns_as_exact_goes_to_believer_undeclared() -> None:
