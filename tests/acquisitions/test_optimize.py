@@ -121,7 +121,7 @@ def test_fast_log_ei_is_botorchs_log_ei_also_on_a_believers_fantasy_model(peaked
         a, b = fast(fast_x), slow(slow_x)
         assert fast._fallback is None  # the fast path was taken
         assert a.shape == b.shape == (96,)
-        assert torch.allclose(a, b, atol=1e-8, rtol=1e-8)
+        assert torch.allclose(a, b, atol=1e-8, rtol=1e-6)
         (g_fast,) = torch.autograd.grad(a.sum(), fast_x)
         (g_slow,) = torch.autograd.grad(b.sum(), slow_x)
         assert torch.allclose(g_fast, g_slow, atol=1e-6, rtol=1e-6)
