@@ -214,13 +214,6 @@ class _ReportServer:
             pass
 
 
-async def _preload() -> None:
-    """On a worker: import abo's evaluation modules (``abo.loop.evaluate``, commands); a
-    coroutine, which Dask runs without the driver waiting for it (``run(wait=False)``)."""
-    import abo.command  # noqa: F401
-    import abo.loop  # noqa: F401
-
-
 def _executing(key: str, dask_worker: Any = None) -> bool:
     """On a worker: is it running ``key`` now (not merely holding it in its queue)?"""
     return any(ts.key == key for ts in dask_worker.state.executing)
@@ -264,10 +257,6 @@ class DaskExecutor:
                     silence_logs=logging.ERROR,
                 )
             self.client = Client(self._cluster)
-            # the workers import what the first evaluation unpickles while the driver gets
-            # ready, not while that evaluation's worker waits (0.08-0.16 s each on 2 cores:
-            # 5 % of the quadratic example's worker time)
-            self.client.run(_preload, wait=False)
         if client is not None or address is not None:
             info = self.client.scheduler_info()["workers"].values()
             self.n_workers = max(1, sum(w.get("nthreads", 1) for w in info))

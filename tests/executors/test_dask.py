@@ -168,21 +168,6 @@ def test_abos_local_cluster_runs_without_dasks_per_task_housekeeping() -> None:
         assert set(ex.client.run(settings).values()) == {(False, "1s")}
 
 
-def test_abos_local_cluster_workers_import_the_evaluation_code_before_the_first_trial() -> None:
-    """The first evaluation on a worker does not wait for abo's modules to be imported there:
-    the cluster's workers import them as it starts, without the driver waiting for that."""
-    import sys
-
-    def loaded() -> bool:
-        return "abo.loop" in sys.modules and "abo.command" in sys.modules
-
-    with DaskExecutor(n_workers=2) as ex:
-        deadline = time.monotonic() + 30
-        while not all(ex.client.run(loaded).values()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert set(ex.client.run(loaded).values()) == {True}
-
-
 _SCRIPT = """
 import abo
 study = abo.create_study(abo.Space({"x": abo.Float(0, 1)}), strategy="random", seed=0)
