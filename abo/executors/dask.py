@@ -219,6 +219,18 @@ def _executing(key: str, dask_worker: Any = None) -> bool:
     return any(ts.key == key for ts in dask_worker.state.executing)
 
 
+def _fate(key: str, dask_worker: Any = None) -> str:
+    """On a worker, after ``key`` was cancelled: ``running`` (it had started: a cancelled task
+    runs on in its thread), ``gone`` (released before it started), or ``pending`` (the
+    cancellation has not reached this worker yet)."""
+    if any(ts.key == key for ts in dask_worker.state.executing):
+        return "running"
+    return "pending" if key in dask_worker.state.tasks else "gone"
+
+
+CANCEL_SETTLE = 5.0  # seconds to learn whether a cancelled evaluation had started on its worker
+
+
 class DaskExecutor:
     """Runs evaluations on Dask.
 
@@ -285,30 +297,62 @@ class DaskExecutor:
 
     def cancel(self, future: Future) -> None:
         """Cancel the evaluation; if a worker is already running it, restart that worker."""
-        busy = self._running_on(future)
+        holders = self._holders(future)
         future.cancel()
-        if busy:
-            try:
-                self.client.restart_workers(busy, timeout=10, raise_for_error=False)
-            except Exception:  # noqa: BLE001 - no nanny (remote workers): the task runs out
-                pass
+        self._stop_started(future, holders)
 
     def withdraw(self, future: Future) -> bool:
-        """Cancel the evaluation unless a worker is already running it."""
+        """Cancel the evaluation unless a worker is already running it.
+
+        One that starts in the moment between the check and the cancellation is stopped too
+        (its worker restarted): a cancelled task runs on in its worker's thread, which would
+        keep that worker busy, unseen by the scheduler, for the evaluation's whole length."""
         if future.done() or self._running_on(future):
             return False
+        holders = self._holders(future)
         future.cancel()
+        self._stop_started(future, holders)
         return True
+
+    def _holders(self, future: Future) -> list[str]:
+        """Workers the scheduler gave the evaluation to (running it or holding it on deck)."""
+        key = getattr(future, "key", None)
+        try:
+            return [a for a, keys in self.client.processing().items() if key in keys]
+        except Exception:  # noqa: BLE001 - the scheduler is gone: nothing will start it
+            return []
+
+    def _stop_started(self, future: Future, holders: list[str]) -> None:
+        """After ``future.cancel()``: restart the ``holders`` on which it had started (a
+        cancelled task is not interrupted), once each has either released it or shown it
+        running; ``CANCEL_SETTLE`` seconds at most."""
+        key = getattr(future, "key", None)
+        running: list[str] = []
+        deadline = time.monotonic() + CANCEL_SETTLE
+        while holders:
+            try:
+                fates = self.client.run(_fate, key, workers=holders)
+            except Exception:  # noqa: BLE001 - a holder is gone (and its task with it)
+                break
+            running += [a for a, fate in fates.items() if fate == "running"]
+            holders = [a for a, fate in fates.items() if fate == "pending"]
+            if not holders or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        if running:
+            try:
+                self.client.restart_workers(running, timeout=10, raise_for_error=False)
+            except Exception:  # noqa: BLE001 - no nanny (remote workers): the task runs out
+                pass
 
     def _running_on(self, future: Future) -> list[str]:
         """Workers running the evaluation now (not merely holding it on deck); [] if the
         scheduler cannot tell (it may be gone: then nothing will start it either)."""
         key = getattr(future, "key", None)
+        holders = self._holders(future)
+        if not holders:
+            return []
         try:
-            processing = self.client.processing()
-            holders = [addr for addr, keys in processing.items() if key in keys]
-            if not holders:
-                return []
             running = self.client.run(_executing, key, workers=holders)
             return [addr for addr, yes in running.items() if yes]
         except Exception:  # noqa: BLE001 - best effort

@@ -12,6 +12,7 @@ import pytest
 
 import abo
 from abo.executors import DaskExecutor
+from abo.executors import dask as dask_executor
 from abo.loop import AUTO_CAP, FailureGuard
 from abo.trial import TrialState
 
@@ -153,6 +154,26 @@ def test_cancelling_a_queued_evaluation_leaves_the_running_one_alone() -> None:
         assert queued.cancelled()
 
 
+def test_an_evaluation_that_starts_as_it_is_withdrawn_does_not_keep_its_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cancelled Dask task that had started runs on in its worker's thread, unseen by the
+    scheduler. ``withdraw`` checks that nothing runs before it cancels; an evaluation that
+    starts in between (forced here: the check says "not running" while it runs) must not hold
+    the worker for its whole length: the worker is restarted, and the next evaluation runs."""
+    with DaskExecutor(n_workers=1) as ex:
+        slow = ex.submit(time.sleep, 600, key="slow")
+        deadline = time.time() + 30
+        while not any(ex.client.run(dask_executor._executing, "slow").values()):
+            assert time.time() < deadline
+            time.sleep(0.05)
+        monkeypatch.setattr(ex, "_running_on", lambda future: [])  # the race's outcome
+        assert ex.withdraw(slow)
+        # not 600 s behind the withdrawn sleeper (restarting a loaded worker takes seconds)
+        assert ex.client.submit(pow, 2, 3, key="next").result(timeout=120) == 8
+        assert not any(ex.client.run(dask_executor._executing, "slow").values())
+
+
 def test_abos_local_cluster_runs_without_dasks_per_task_housekeeping() -> None:
     """Evaluations are long black boxes: the statistical profiler is off and the monitors are
     slowed down on every worker of the cluster abo starts (they cost a core at 32 workers)."""
@@ -265,8 +286,6 @@ def test_a_report_whose_answer_is_lost_is_sent_again_and_answered(
 ) -> None:
     """A report request or answer lost on its way through the scheduler costs the worker
     ``REPORT_RESEND`` seconds, not ``REPORT_TIMEOUT``: the report is sent again."""
-    from abo.executors import dask as dask_executor
-
     monkeypatch.setattr(dask_executor, "REPORT_RESEND", 0.5)
     seen: list[dict] = []
 
