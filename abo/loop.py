@@ -86,6 +86,16 @@ def worker_label() -> str:
     return label if thread is threading.main_thread() else f"{label}/{thread.name}"
 
 
+def evaluation_modules(objective: Callable[..., Any]) -> list[str]:
+    """abo's modules a worker imports to run ``objective`` through ``evaluate`` (a user's own
+    modules are left to the first evaluation: importing one elsewhere may have side effects)."""
+    names = [evaluate.__module__]
+    for name in (getattr(objective, "__module__", None), type(objective).__module__):
+        if name and name.split(".")[0] == "abo" and name not in names:
+            names.append(name)
+    return names
+
+
 def evaluate(
     objective: Callable[..., Any],
     params: dict[str, Any],
@@ -556,6 +566,9 @@ def run(
         from abo.executors.dask import DaskExecutor
 
         executor = DaskExecutor(n_workers=n_workers or 4)
+    preload = getattr(executor, "preload", None)
+    if preload is not None:  # workers import the evaluation code while this driver starts up
+        preload(evaluation_modules(objective))
     workers = n_workers or executor.n_workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise AboError(f"n_workers: expected a positive integer, got {workers!r}")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from abo.exceptions import SurrogateFitError
-from abo.fitproc import FitProcess
+from abo.fitproc import CHILD_NICENESS, FitProcess
 from abo.surrogate import export_hypers, fit_gp
 
 pytestmark = pytest.mark.slow
@@ -38,6 +38,19 @@ def test_a_fit_in_the_child_equals_the_same_fit_here_and_a_dead_child_is_replace
     finally:
         proc.close()
     assert proc.pid is None
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no process priorities here")
+def test_the_child_runs_at_a_lower_cpu_priority_than_its_parent() -> None:
+    """Refits are background work: on a busy machine asks and evaluations come first."""
+    proc = FitProcess()
+    try:
+        hypers, _ = proc.fit(*_data(), "auto", None, full=False, seed=0)  # started and serving
+        assert proc.pid is not None and hypers
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == min(19, mine + CHILD_NICENESS)
+    finally:
+        proc.close()
 
 
 def test_a_failed_fit_is_reported_with_its_reason_and_the_child_lives_on() -> None:

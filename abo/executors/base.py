@@ -9,7 +9,8 @@ An executor may also carry an objective's intermediate values back to the driver
 ``open_reports(answer)`` returns a ``Sender`` (picklable where evaluations run in other
 processes) that calls ``answer(request)`` in the driver's process and returns its reply;
 ``close_reports()`` releases it. An executor without them runs objectives that report, but
-their ``trial.report`` says it has no channel.
+their ``trial.report`` says it has no channel. ``preload(modules)``, also optional, has the
+workers import the modules evaluations will need, without waiting for them.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import importlib
 import logging
 import os
 import sys
@@ -214,6 +215,13 @@ class _ReportServer:
             pass
 
 
+async def _import(modules: list[str]) -> None:
+    """On a worker: import ``modules``; a coroutine, which Dask runs without the driver
+    waiting for it (``run(wait=False)``)."""
+    for name in modules:
+        importlib.import_module(name)
+
+
 def _executing(key: str, dask_worker: Any = None) -> bool:
     """On a worker: is it running ``key`` now (not merely holding it in its queue)?"""
     return any(ts.key == key for ts in dask_worker.state.executing)
@@ -274,6 +282,15 @@ class DaskExecutor:
             self.n_workers = max(1, sum(w.get("nthreads", 1) for w in info))
         else:
             self.n_workers = n_workers * threads_per_worker
+
+    def preload(self, modules: list[str]) -> None:
+        """Have the workers import ``modules`` now, without waiting for them: a worker's first
+        evaluation then does not wait while it imports the code that evaluation unpickles
+        (0.08-0.16 s a worker on 2 cores, 5 % of a short study's worker time)."""
+        try:
+            self.client.run(_import, list(modules), wait=False)
+        except Exception:  # noqa: BLE001 - an optimisation only: the first evaluation imports
+            pass
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str) -> Future:
         return self.client.submit(fn, *args, key=key, pure=False, retries=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -187,6 +188,29 @@ def test_abos_local_cluster_runs_without_dasks_per_task_housekeeping() -> None:
 
     with DaskExecutor(n_workers=2) as ex:
         assert set(ex.client.run(settings).values()) == {(False, "1s")}
+
+
+def test_every_worker_imports_the_evaluation_code_before_its_first_trial(tmp_path: Path) -> None:
+    """A worker's first evaluation does not wait while it imports abo's evaluation code: the
+    loop has every worker import it as the run starts, without waiting for that."""
+    from abo.loop import evaluation_modules
+
+    def loaded() -> bool:  # pickled by value: running it on a worker imports nothing of abo
+        import sys
+
+        return "abo.loop" in sys.modules and "abo.command" in sys.modules
+
+    command = abo.Command(f"{sys.executable} -c print(0.5)", workdir=tmp_path)
+    assert set(evaluation_modules(command)) == {"abo.loop", "abo.command"}
+    assert evaluation_modules(_sleepy) == ["abo.loop"]  # a user's own module is not imported
+    with DaskExecutor(n_workers=2) as ex:
+        assert set(ex.client.run(loaded).values()) == {False}  # a fresh cluster
+        study = abo.create_study(SPACE, strategy="random", seed=0)
+        study.optimize(command, n_trials=1, executor=ex)  # one evaluation: one worker ran it
+        deadline = time.monotonic() + 30
+        while not all(ex.client.run(loaded).values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(ex.client.run(loaded).values()) == {True}  # both workers
 
 
 _SCRIPT = """
