@@ -63,7 +63,9 @@ def answer(study: StudyLike, request: dict[str, Any]) -> dict[str, Any]:
 
 def takes_trial(objective: Callable[..., Any]) -> bool:
     """Whether the objective takes the trial's handle: ``accepts_trial = True`` (``Command``),
-    or a second positional parameter (``def objective(params, trial)``)."""
+    or a second positional parameter that has no default or is named ``trial``
+    (``def objective(params, trial)``). A second parameter with a default, as in
+    ``def objective(params, scale=1.0)``, is the objective's own option: it keeps its value."""
     if getattr(objective, "accepts_trial", False):
         return True
     try:
@@ -71,7 +73,10 @@ def takes_trial(objective: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):  # builtins without a signature
         return False
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2
+    if len(positional) < 2:
+        return False
+    second = positional[1]
+    return second.default is inspect.Parameter.empty or second.name == "trial"
 
 
 class TrialHandle:

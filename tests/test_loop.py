@@ -407,6 +407,24 @@ def test_an_objective_with_a_trial_argument_reports_and_stops_on_threads() -> No
     assert all(h.should_stop == (study.trial(h.id).state is TrialState.STOPPED) for h in seen)
 
 
+def test_a_second_parameter_with_a_default_keeps_it_and_one_named_trial_gets_the_handle() -> None:
+    """``def objective(params, scale=2.0)`` is an option of the objective, not a handle slot."""
+
+    def scaled(p: dict, scale: float = 2.0) -> float:
+        return scale * p["x"]
+
+    def optional(p: dict, trial: abo.TrialHandle | None = None) -> float:
+        assert isinstance(trial, abo.TrialHandle) and trial.params == p
+        return p["x"]
+
+    for objective, factor in ((scaled, 2.0), (optional, 1.0)):
+        study = _study()
+        with ThreadExecutor(2) as ex:
+            result = study.optimize(objective, n_trials=4, executor=ex)
+        assert result.n_done == 4, [t.info.get("traceback") for t in study.trials]
+        assert all(t.value == factor * t.params["x"] for t in study.trials)
+
+
 def test_a_trial_handle_without_a_channel_says_so() -> None:
     handle = abo.TrialHandle("s", 1)
     with pytest.raises(abo.AboError, match="report: this trial has no channel"):
