@@ -331,3 +331,21 @@ def test_a_report_whose_answer_is_lost_is_sent_again_and_answered(
     assert len(seen) >= 2 and seen[0]["step"] == seen[1]["step"] == 2  # the same report again
     assert seen[0]["reply"] == seen[1]["reply"]  # answered on the worker's own queue
     assert 0.5 <= waited < 30
+
+
+def _bowl(params: dict) -> float:
+    time.sleep(0.1)
+    return (params["x"] - 0.3) ** 2
+
+
+def test_the_proposal_refilling_a_queued_place_sees_the_result_that_freed_it() -> None:
+    """One worker, one evaluation queued behind it: trial j is proposed when trial j - 2
+    finishes, after that result is told, so its model saw j - 2 observations. Dask hands the
+    result back over the network: a refill asked the moment the worker was free saw j - 3."""
+    with DaskExecutor(n_workers=1) as ex:
+        study = abo.create_study(SPACE, strategy="believer", seed=1, n_initial=2)
+        result = study.optimize(_bowl, n_trials=9, executor=ex, lookahead=1)
+    assert result.n_done == 9
+    modelled = [t for t in study.trials if t.proposal.strategy == "believer"]
+    assert len(modelled) >= 5
+    assert [t.proposal.n_observations for t in modelled] == [t.id - 2 for t in modelled]
