@@ -459,8 +459,8 @@ class _Asker:
 
     def release(self) -> None:
         """A finished trial's result is stored: its place may be refilled, by a proposal that
-        sees it (refilled before the tell, the demo's median log10 regret was -0.35 against
-        -0.66, at the same utilization). The next ``take`` sets the exact counts."""
+        sees it (``docs/benchmarks.md``, "Queued places refilled after the tells"). The next
+        ``take`` sets the exact counts."""
         with self.cond:
             self.inflight = max(0, self.inflight - 1)
             self.finished += 1
