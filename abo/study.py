@@ -53,6 +53,7 @@ from abo.summary import (
 )
 from abo.threads import torch_threads
 from abo.trial import ProposalRecord, Report, Trial, TrialState
+from abo.userdata import check_mapping as _check_mapping  # a dict without NaN or infinities
 
 if TYPE_CHECKING:
     from abo.executors.base import Executor
@@ -69,14 +70,6 @@ def _check_trial_id(trial_id: Any) -> int:
     if isinstance(trial_id, bool) or not isinstance(trial_id, numbers.Integral):
         raise AboError(f"trial_id: expected an integer, got {trial_id!r}", field="trial_id")
     return int(trial_id)
-
-
-def _check_mapping(value: Any, field: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise AboError(f"{field}: expected a dict, got {type(value).__name__}", field=field)
-    return {str(k): v for k, v in value.items()}
 
 
 def _check_pace(pace: Any) -> float | None:
@@ -341,8 +334,9 @@ class Study:
         ``info`` is bookkeeping (worker, timings) added to ``trial.info``.
 
         Raises:
-            InvalidValueError: a missing, unknown, NaN, infinite or non-numeric outcome
-                (the error's ``field`` names it; nothing changes).
+            InvalidValueError: a missing, unknown, NaN, infinite or non-numeric outcome, or
+                a NaN or infinity in ``metadata`` or ``info`` (``field`` names it, as
+                ``metadata.loss``; nothing changes).
             TrialNotFoundError: no such trial.
             TrialStateError: the trial is finished with a different outcome.
         """

@@ -1,0 +1,97 @@
+"""The free-form dicts a trial carries (``metadata``, ``info``), checked at the API's edge.
+
+They are stored as JSON, where ``NaN`` and infinities have no form (they would come back as
+``null``), so a non-finite number anywhere inside is refused, naming the path to it
+(``metadata.loss``, ``info.timings.2``): the same rule as the HTTP API's. ``storable`` is
+for values abo did not get from the caller directly (what an objective returned beside its
+outcomes): it keeps them, writing a non-finite number as its text (``"nan"``, ``"inf"``).
+
+Example:
+    >>> check_mapping({"note": "ok", "sizes": [1, 2.5]}, "metadata")
+    {'note': 'ok', 'sizes': [1, 2.5]}
+    >>> check_mapping({"loss": float("nan")}, "metadata")
+    Traceback (most recent call last):
+    ...
+    abo.exceptions.InvalidValueError: metadata.loss: must be a finite number, got nan
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from abo.exceptions import AboError, InvalidValueError
+
+log = logging.getLogger("abo")
+MAX_DEPTH = 32
+
+
+def _non_finite(value: Any) -> bool:
+    """A real number (Python's or NumPy's) that is NaN or infinite."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    if isinstance(value, numbers.Integral):
+        return False
+    return not math.isfinite(float(value))
+
+
+def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Every value nested in dicts, lists and tuples, with its dotted path (iteratively, and
+    no deeper than ``MAX_DEPTH``: the HTTP API's limit, which also ends a cycle)."""
+    stack = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise AboError(f"{where}: nested deeper than {MAX_DEPTH} levels", field=where)
+        yield where, item
+        if isinstance(item, Mapping):
+            stack += [(v, f"{where}.{k}", depth + 1) for k, v in item.items()]
+        elif isinstance(item, list | tuple):
+            stack += [(v, f"{where}.{i}", depth + 1) for i, v in enumerate(item)]
+
+
+def check_mapping(value: Any, field: str) -> dict[str, Any]:
+    """``value`` as a dict with string keys (``{}`` for ``None``).
+
+    Raises:
+        AboError: not a dict (the ``field`` is ``field``).
+        InvalidValueError: a NaN or infinite number inside, its ``field`` the path to it.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise AboError(f"{field}: expected a dict, got {type(value).__name__}", field=field)
+    out = {str(k): v for k, v in value.items()}
+    for where, item in _walk(out, field):
+        if _non_finite(item):
+            raise InvalidValueError(
+                f"{where}: must be a finite number, got {float(item)!r}",
+                field=where,
+            )
+    return out
+
+
+def storable(value: Mapping[str, Any] | None, field: str) -> dict[str, Any] | None:
+    """``value`` with every non-finite number written as text (``"nan"``, ``"inf"``), and a
+    warning naming each one: for what an objective returned, which is kept, not refused."""
+    if value is None:
+        return None
+    changed: list[str] = []
+
+    def fix(item: Any, where: str) -> Any:
+        if _non_finite(item):
+            changed.append(where)
+            return repr(float(item))
+        if isinstance(item, Mapping):
+            return {str(k): fix(v, f"{where}.{k}") for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [fix(v, f"{where}.{i}") for i, v in enumerate(item)]
+        return item
+
+    out = fix(dict(value), field)
+    if changed:
+        log.warning("%s: not finite, stored as text", ", ".join(changed))
+    return out
