@@ -70,6 +70,7 @@ from abo.executors.base import Executor, Future, LostEvaluation
 from abo.outcomes import check_values, split_result
 from abo.reporting import Sender, TrialHandle, answer, takes_trial
 from abo.trial import BOOKKEEPING, Trial, TrialState
+from abo.userdata import storable
 
 if TYPE_CHECKING:
     from abo.protocol import StudyLike as Study
@@ -504,12 +505,12 @@ def _record(study: Study, trial: Trial, report: dict[str, Any], result: Optimize
     if "started" in report and "finished" in report:
         info["eval_seconds"] = report["finished"] - report["started"]
         result.busy_seconds += info["eval_seconds"]
-    user = report.get("user") or None
+    user = storable(report.get("user") or None, "metadata")  # NaN kept as "nan", not refused
     status = report["status"]
     try:
         if status == "ok":
             value, metadata = split_result(report["value"], study.outcomes)
-            user = metadata or None
+            user = storable(metadata or None, "metadata")
             try:
                 values = check_values(value, study.outcomes)
             except InvalidValueError as exc:
@@ -518,9 +519,10 @@ def _record(study: Study, trial: Trial, report: dict[str, Any], result: Optimize
             return study.tell(trial.id, values, user, info=info)
         if status == "stopped":
             # the study stopped it at a report: what the run returned is bookkeeping only
-            user = report.get("user") or None
+            user = storable(report.get("user") or None, "metadata")
             if isinstance(report.get("value"), Mapping):
-                user = split_result(report["value"], study.outcomes)[1] or user
+                extra = split_result(report["value"], study.outcomes)[1]
+                user = storable(extra, "metadata") or user
             return study.fail(trial.id, reason="stopped", metadata=user, info=info)
         if status == "lost":
             return study.lose(trial.id, report.get("reason", "lost"))
