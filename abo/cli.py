@@ -9,18 +9,20 @@ start in a fraction of a second.
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import sys
 import time
 from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperCommand, TyperGroup
 
 from abo.exceptions import AboError, DuplicatedStudyError, StudyNotFoundError
 from abo.progress import Progress
@@ -29,11 +31,36 @@ from abo.service.commands import make_console, print_error, storage_label
 from abo.service.commands import register as _register_service
 from abo.service.exchange import register as _register_exchange
 
+
+def _flags_as_flags(params: list[Any]) -> list[Any]:
+    """``params`` with each on/off flag (``--version``, ``--yes``, ``--help``) shown as a flag:
+    typer's help would print its type, ``--version <bool>``, as if it took a value."""
+    for param in params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    return params
+
+
+class _Group(TyperGroup):
+    """The ``abo`` group, its flags shown as flags."""
+
+    def get_params(self, ctx: Any) -> Any:
+        return _flags_as_flags(super().get_params(ctx))
+
+
+class _Command(TyperCommand):
+    """An ``abo`` command, its flags shown as flags."""
+
+    def get_params(self, ctx: Any) -> Any:
+        return _flags_as_flags(super().get_params(ctx))
+
+
 app = typer.Typer(
     name="abo",
     help="Asynchronous Bayesian optimization: no idle workers while the model thinks.",
     no_args_is_help=True,
     add_completion=False,
+    cls=_Group,
 )
 err = make_console(stderr=True)
 
@@ -317,6 +344,20 @@ def list_strategies() -> None:
 _register_service(app)
 _register_exchange(app)
 _register_analysis(app)
+
+
+def reflow(doc: str) -> str:
+    """A docstring as help text: each paragraph on one line (rich wraps it to the terminal),
+    paragraphs kept apart. Typer keeps a docstring's own line breaks in the command list and
+    in later paragraphs, which cut sentences in the middle of an 80-column screen."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+for _info in app.registered_commands:
+    _info.cls = _Command if _info.cls in (None, TyperCommand) else _info.cls
+    if _info.help is None and _info.callback is not None and _info.callback.__doc__:
+        _info.help = reflow(_info.callback.__doc__)
 
 
 def main() -> None:
