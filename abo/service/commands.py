@@ -161,6 +161,35 @@ class _StoredStudy:
         spec = self.record.spec
         return pareto_trials(results(self.trials, spec), spec.objectives, spec.constraints)
 
+    def reference_point(self) -> dict[str, float]:
+        """The default reference point of the hypervolume in each objective's units, as
+        ``abo.Study.reference_point`` gives it (``AboError`` before a result)."""
+        from abo.summary import study_reference
+        from abo.trial import TrialState
+
+        spec = self.record.spec
+        ref = study_reference(spec, self.store.trials(self.record, [TrialState.DONE]))
+        if ref is None:
+            raise AboError("reference_point: no trial is done yet", field="reference_point")
+        return {o.name: o.sign * float(r) for o, r in zip(spec.objectives, ref, strict=True)}
+
+    def hypervolume(self, reference_point: dict[str, float]) -> float:
+        """The volume the feasible done trials dominate from ``reference_point``, as
+        ``abo.Study.hypervolume`` measures it."""
+        import torch
+
+        from abo.pareto import hypervolume
+        from abo.summary import in_completion_order, utilities
+        from abo.trial import TrialState
+
+        spec = self.record.spec
+        objectives = spec.objectives
+        ref = torch.tensor([o.sign * reference_point[o.name] for o in objectives],
+                           dtype=torch.double)  # fmt: skip
+        done = self.store.trials(self.record, [TrialState.DONE])
+        told = in_completion_order(done, objectives, spec.constraints)
+        return hypervolume(utilities(told, objectives), ref)
+
     def reports(self, trial_id: int | None = None) -> dict[int, list[Any]]:
         """Intermediate values by trial id (only ``trial_id``'s when given)."""
         return self.store.reports(self.record, None if trial_id is None else [trial_id])
@@ -310,8 +339,11 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _emit(rows: list[dict[str, Any]], fmt: Format, title: str, data: Any = None) -> None:
-    """Print ``rows`` as a rich table or CSV, or ``data`` (default ``rows``) as JSON."""
+def _emit(
+    rows: list[dict[str, Any]], fmt: Format, title: str, data: Any = None, caption: str = ""
+) -> None:
+    """Print ``rows`` as a rich table (with ``caption`` under it) or CSV, or ``data`` (default
+    ``rows``) as JSON."""
     if fmt is Format.json:
         typer.echo(json.dumps(rows if data is None else data, indent=2, default=str))
         return
@@ -323,7 +355,7 @@ def _emit(rows: list[dict[str, Any]], fmt: Format, title: str, data: Any = None)
         writer.writerows(rows)
         typer.echo(buf.getvalue(), nl=False)
         return
-    table = Table(*columns, title=title)
+    table = Table(*columns, title=title, caption=caption or None)
     for row in rows:
         table.add_row(*[_fmt(row.get(c)) for c in columns])
     make_console(min_width=120).print(table)
@@ -505,9 +537,7 @@ def best(
         if not front:
             print_error(f"name: study {name!r} has no done trial yet")
             raise typer.Exit(1)
-        title = f"Pareto front of {name} ({len(front)} trials)"
-        rows = [_trial_row(t, multi=True, spec=found.spec) for t in front]
-        _emit(rows, format, title, [t.to_dict() for t in front])
+        _front(found, name, front, format)
         return
     from abo.trial import TrialState
 
@@ -525,6 +555,34 @@ def best(
             print_error(f"name: study {name!r} has no done trial yet")
         raise typer.Exit(1)
     _emit([_trial_row(trial, spec=found.spec)], format, f"best trial of {name}", trial.to_dict())
+
+
+def _front(found: Any, name: str, front: list[Trial], format: Format) -> None:
+    """Print the Pareto front with its hypervolume and the reference point it is measured
+    from: a caption under the table, ``hypervolume`` and ``reference_point`` beside the
+    ``front`` in JSON, and two more columns (the same on every row) in CSV."""
+    given = found.spec.reference_point is not None
+    ref = _run(found.reference_point)
+    try:
+        volume: float | None = found.hypervolume(ref)
+    except AboError as exc:  # one too large for a float: the front is still worth showing
+        print_error(exc, label="warning")
+        volume = None
+    rows = [_trial_row(t, multi=True, spec=found.spec) for t in front]
+    if format is Format.json:
+        data = {"front": [t.to_dict() for t in front], "hypervolume": volume,
+                "reference_point": ref, "reference_point_given": given}  # fmt: skip
+        _emit(rows, format, "", data)
+        return
+    if format is Format.csv:
+        extra = {"hypervolume": volume, **{f"reference_point.{k}": v for k, v in ref.items()}}
+        _emit([{**row, **extra} for row in rows], format, "")
+        return
+    point = ", ".join(f"{k}={_fmt(v)}" for k, v in ref.items())
+    whose = "the study's" if given else "the default"
+    shown = "too large for a float" if volume is None else _fmt(volume)
+    caption = f"hypervolume {shown} from the reference point {point} ({whose})"
+    _emit(rows, format, f"Pareto front of {name} ({len(front)} trials)", caption=caption)
 
 
 ANALYSES = (Kind.importance, Kind.slice, Kind.contour, Kind.cv)  # abo.analysis_plots

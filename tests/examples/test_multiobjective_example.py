@@ -62,7 +62,7 @@ def test_the_study_file_finds_a_front_of_loss_against_time(tmp_path: Path) -> No
     # the commands after the run in this process (abo_here); the run went through the entry point
     listed = abo_here("best", str(toml), "--format", "json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    assert [t["id"] for t in json.loads(listed.stdout)] == [t.id for t in front]
+    assert [t["id"] for t in json.loads(listed.stdout)["front"]] == [t.id for t in front]
     png = tmp_path / "front.png"
     plotted = abo_here("plot", str(toml), "--kind", "pareto", "--out", str(png), cwd=tmp_path)
     assert plotted.returncode == 0 and png.read_bytes()[:4] == b"\x89PNG"

@@ -114,13 +114,23 @@ def test_best_of_two_objectives_is_the_pareto_front(
         x = t.params["x"]
         told[t.id] = {"loss": x, "cost": x} if t.id != 6 else {"loss": x + 1, "cost": x}
         study.tell(t.id, told[t.id])
-    front = json.loads(_ok(["best", name, *opts, "--format", "json"]))
+    shown = json.loads(_ok(["best", name, *opts, "--format", "json"]))
+    front = shown["front"]
     assert sorted(t["id"] for t in front) == [1, 2, 3, 4, 5]  # the sixth is dominated
     assert all(t["values"] == told[t["id"]] for t in front)
+    # the front's hypervolume and the reference point it is measured from, as the API's
+    ref = study.reference_point()
+    assert shown["reference_point"] == pytest.approx(ref) and not shown["reference_point_given"]
+    assert shown["hypervolume"] == pytest.approx(study.hypervolume()) and shown["hypervolume"] > 0
     rows = list(csv.DictReader(io.StringIO(_ok(["best", name, *opts, "--format", "csv"]))))
     assert [int(r["id"]) for r in rows] == [1, 2, 3, 4, 5]
     assert {"values.loss", "values.cost"} <= set(rows[0])
     assert "value" not in rows[0]  # no single value: no column that is always empty
+    assert [float(r["hypervolume"]) for r in rows] == pytest.approx([shown["hypervolume"]] * 5)
+    assert float(rows[0]["reference_point.cost"]) == pytest.approx(ref["cost"])
+    table = _ok(["best", name, *opts])
+    assert f"hypervolume {shown['hypervolume']:.6g}" in " ".join(table.split())
+    assert f"loss={ref['loss']:.6g}" in table and "(the default)" in table
     listed = list(csv.DictReader(io.StringIO(_ok(["trials", name, *opts, "--format", "csv"]))))
     assert len(listed) == 6 and "value" not in listed[0] and listed[5]["values.loss"] != ""
     studies = list(csv.DictReader(io.StringIO(_ok(["studies", *opts, "--format", "csv"]))))
