@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 import warnings
 from dataclasses import dataclass
@@ -664,6 +665,63 @@ def plot(
     typer.echo(str(path))
 
 
+RUN_FOLDER = re.compile(r"trial-\d+-\d+|run-[0-9a-f]{8}")
+"""The names ``abo.Command`` gives a trial's folder inside ``<workdir>/<study name>/``."""
+
+
+def run_folders(name: str, trials: list[Trial], study_file: str | None = None) -> list[Path]:
+    """The folders ``abo.Command`` keeps study ``name``'s trials in (``<workdir>/<name>``,
+    each holding ``trial-<id>-<attempt>`` folders), that exist here: from the paths its
+    finished trials recorded (``workdir`` in their metadata), and from a study file's
+    ``[objective] workdir`` (which also finds the folders of trials still running)."""
+    roots: set[Path] = set()
+    for t in trials:
+        where = t.user.get("workdir") if isinstance(t.user, dict) else None
+        if isinstance(where, str) and where:
+            folder = Path(where)
+            if folder.parent.name == name and RUN_FOLDER.fullmatch(folder.name):
+                roots.add(folder.parent)
+    if study_file is not None:
+        roots.update(_file_run_root(study_file, name))
+    return sorted(r for r in roots if r.is_dir())
+
+
+def _file_run_root(study_file: str, name: str) -> list[Path]:
+    """``<workdir>/<name>`` of a study file whose objective is a command (as ``abo run``
+    resolves it: ``abo-runs`` by default, a relative path from the file's folder)."""
+    from abo.config import load_spec
+
+    try:
+        spec = load_spec(study_file)
+    except AboError:
+        return []
+    if "command" not in spec.objective:
+        return []
+    workdir = Path(str(spec.objective.get("workdir", "abo-runs")))
+    return [(workdir if workdir.is_absolute() else spec.path.parent / workdir) / name]
+
+
+def remove_run_folders(roots: list[Path]) -> list[str]:
+    """Remove the trial folders in ``roots`` (and each root once empty); return what could not
+    be removed, and why (anything else found in a root is left there)."""
+    import shutil
+
+    problems: list[str] = []
+    for root in roots:
+        try:
+            for entry in sorted(root.iterdir()):
+                if RUN_FOLDER.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+            left = sorted(e.name for e in root.iterdir())
+            if left:
+                problems.append(f"{root}: kept, it holds more than trial folders ({left[0]}, ...)")
+            else:
+                root.rmdir()
+        except OSError as exc:
+            problems.append(f"{root}: {exc.strerror or exc}")
+    return problems
+
+
 def delete(
     study: StudyArg,
     storage: StorageOpt = None,
@@ -673,11 +731,21 @@ def delete(
         bool, typer.Option("--yes", "-y", help="Delete without asking (needed without a terminal).")
     ] = False,
 ) -> None:
-    """Delete a study with all its trials, after asking (exit code 1 when nothing was deleted)."""
+    """Delete a study with all its trials, after asking (exit code 1 when nothing was deleted).
+
+    The folders its command trials ran in (WORKDIR/STUDY/ of the objective's command) are
+    removed with it, so a new study of the same name starts with none of the old one's.
+    """
     source, name = _target(study, storage, url, token)
     found = _run(lambda: source.study(name))
     n = _run(lambda: len(found))
+    file = study if study.lower().endswith(".toml") else None
+    folders = run_folders(name, _run(lambda: found.trials), file)
     what = f"study {name!r} with its {n} trial{'' if n == 1 else 's'}"
+    if folders:
+        what += f" and its run folder{'s' if len(folders) > 1 else ''} " + ", ".join(
+            str(f) for f in folders
+        )
     if not yes:
         if not sys.stdin.isatty():
             print_error(
@@ -689,6 +757,8 @@ def delete(
             err.print("nothing deleted", highlight=False)
             raise typer.Exit(1)
     _run(lambda: source.delete(found))
+    for problem in remove_run_folders(folders):
+        print_error(problem, label="warning")
     typer.echo(f"deleted {what} from {source.label}")
 
 

@@ -339,6 +339,36 @@ def test_delete_asks_at_a_terminal(tmp_path: Path) -> None:
     assert _names(url) == []
 
 
+def test_delete_removes_the_folders_its_command_trials_ran_in(tmp_path: Path) -> None:
+    """Before, ``runs/<study>/`` stayed, and a new study of the same name mixed its trial
+    folders with the old one's."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    runs = tmp_path / "runs"
+    command = abo.Command(f"{sys.executable} -c 'print({{x}})'", workdir=runs)
+    for name in ("cmd", "other"):
+        study = abo.create_study(SPACE, name=name, storage=url, strategy="random", seed=0)
+        study.optimize(command, n_trials=2, n_workers=1, verbosity=0)
+    assert sorted(p.name for p in (runs / "cmd").iterdir()) == ["trial-1-0", "trial-2-0"]
+    (runs / "cmd" / "trial-3-0").mkdir()  # a trial still running: no path recorded yet
+    toml = tmp_path / "study.toml"
+    toml.write_text(
+        '[study]\nname = "cmd"\nstorage = "sqlite:///c.db"\nn_trials = 2\n'
+        '[space]\nx = { type = "float", low = 0.0, high = 1.0 }\n'
+        '[objective]\ncommand = "{python} -c \'print({x})\'"\nworkdir = "runs"\n'
+    )
+    done = runner.invoke(app, ["delete", str(toml), "--yes"])
+    assert done.exit_code == 0, done.output
+    assert f"and its run folder {runs / 'cmd'}" in done.stdout
+    assert not (runs / "cmd").exists() and (runs / "other" / "trial-1-0").is_dir()
+    # by name: the folders its trials recorded; a file of the user's in it is kept, and said
+    (runs / "other" / "notes.txt").write_text("mine")
+    gone = runner.invoke(app, ["delete", "other", "--storage", url, "--yes"])
+    assert gone.exit_code == 0, gone.output
+    assert sorted(p.name for p in (runs / "other").iterdir()) == ["notes.txt"]
+    assert "warning:" in gone.stderr and "notes.txt" in gone.stderr
+    assert _names(url) == []
+
+
 def test_serve_on_storage_it_cannot_open_says_why_and_exits(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'missing' / 'abo.db'}"
     cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage", url, "--port", str(free_port())]
