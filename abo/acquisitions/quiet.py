@@ -13,6 +13,10 @@ copes with each of these, so printing them only alarms the user:
   raw sample of an acquisition that can be exactly zero (a posterior sample's hypervolume
   improvement) was positive, so the searches started from random points; the strategy
   checks the value it reached and falls back where it is zero;
+* ``BotorchWarning: When all training points are infeasible, ...``: no result satisfied every
+  outcome constraint yet; BoTorch then measures improvement from a bound below every
+  objective value, so each candidate's worth is weighted by its probability of feasibility
+  (the ``q(Log)ProbabilityOfFeasibility`` the note recommends, with the objective to break ties);
 * ``OptimizationWarning: ... ABNORMAL``: an L-BFGS-B line search could not improve further; the
   search still returns the best point it reached (``search_warnings`` records these).
 
@@ -23,20 +27,20 @@ summarised as one ``AboWarning`` per proposal, saying what happened and what abo
 
 Python's warning filters are process-wide, and ``warnings.catch_warnings`` is not thread-safe:
 one thread leaving it restores the filters another thread is still relying on. So the
-filters here are installed once and match only while the *current thread* is inside a proposal
-(a thread-local depth); they never change what another thread, or code outside a proposal,
-sees.
+filters here are standard entries whose private category matches only while the *current
+thread* is inside a proposal (``abo.quiet.ThreadScope``), present only while a proposal runs;
+they never change what another thread, or code outside a proposal, sees.
 """
 
 from __future__ import annotations
 
 import functools
-import re
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar, cast
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, TypeVar
 
 from botorch.exceptions.warnings import (
     BadInitialCandidatesWarning,
@@ -46,69 +50,26 @@ from botorch.exceptions.warnings import (
 from linear_operator.utils.warnings import NumericalWarning
 
 from abo.exceptions import AboWarning
+from abo.quiet import ThreadScope
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_local = threading.local()
-_install_lock = threading.Lock()
-
-
-def _depth() -> int:
-    return getattr(_local, "depth", 0)
-
-
-class _WithinProposal:
-    """A filter's message pattern that matches only on a thread inside ``quiet_proposal``."""
-
-    def __init__(self, pattern: str) -> None:
-        self._re = re.compile(pattern)
-
-    def match(self, text: str) -> re.Match[str] | None:
-        return self._re.match(text) if _depth() > 0 else None
-
-    def __repr__(self) -> str:
-        return f"<abo: inside a proposal, {self._re.pattern!r}>"
-
 
 HANDLED: tuple[tuple[type[Warning], str], ...] = (
     (NumericalWarning, r"A not p\.d\., added jitter"),
     (BotorchWarning, r"Low-rank cholesky updates failed"),
     (RuntimeWarning, r"Optimization failed (in `gen_candidates_scipy`|on the second try)"),
     (BadInitialCandidatesWarning, r"Unable to find non-zero acquisition function values"),
+    (BotorchWarning, r"When all training points are infeasible"),
 )
 """Warnings ignored inside a proposal: ``(category, message regex)``."""
 
-_FILTERS = [("ignore", _WithinProposal(pattern), cat, None, 0) for cat, pattern in HANDLED]
+_SCOPE = ThreadScope("_InProposal", HANDLED, sys.modules[__name__])
+_local = threading.local()
 
 
-def _install() -> None:
-    """Put the proposal-only filters first in the process's filter list (once it is so, free).
-
-    They must come first: a filter added later (``simplefilter("always")``, pytest's ``-W``)
-    is placed in front of older ones and would otherwise win inside a proposal too.
-    """
-    filters = cast(list[Any], warnings.filters)  # a list at runtime; typeshed says Sequence
-    if filters[: len(_FILTERS)] == _FILTERS:
-        return
-    with _install_lock:
-        for entry in _FILTERS:
-            while entry in filters:
-                filters.remove(entry)
-        filters[:0] = _FILTERS
-        mutated = getattr(warnings, "_filters_mutated", None)
-        if mutated is not None:  # invalidate the "already shown" registries, as filterwarnings
-            mutated()
-
-
-@contextmanager
-def quiet() -> Iterator[None]:
+def quiet() -> AbstractContextManager[None]:
     """Ignore the ``HANDLED`` warnings raised on this thread inside the block (nests)."""
-    _install()
-    _local.depth = _depth() + 1
-    try:
-        yield
-    finally:
-        _local.depth -= 1
+    return _SCOPE.scope()
 
 
 def degraded(what: str) -> None:
@@ -118,7 +79,7 @@ def degraded(what: str) -> None:
     proposal the note is warned at once.
     """
     notes = getattr(_local, "notes", None)
-    if notes is None or _depth() == 0:
+    if notes is None or not _SCOPE.active():
         warnings.warn(what, AboWarning, stacklevel=2)
     elif what not in notes:
         notes.append(what)
