@@ -15,6 +15,7 @@ from abo.service.commands import (
     UrlOpt,
     _run,
     _target,
+    print_error,
     storage_label,
 )
 
@@ -74,20 +75,41 @@ def import_(
     ] = None,
     strategy: Annotated[str | None, typer.Option(help="A new study's strategy.")] = None,
     seed: Annotated[int | None, typer.Option(help="A new study's seed.")] = None,
+    partial: Annotated[
+        bool,
+        typer.Option(
+            "--partial",
+            help="Import the complete trials that fit when some cannot be placed (they are "
+            "named on stderr); without it such an import fails and writes nothing.",
+        ),
+    ] = False,
     storage: StorageOpt = None,
 ) -> None:
     """Create (or continue) an abo study from an Optuna study's complete trials, as known
-    results (importing again adds nothing twice)."""
+    results (importing again adds nothing twice). The Optuna storage is only read; a
+    define-by-run study's parameters that only some trials have become conditional."""
+    import warnings
+
+    from abo.exceptions import AboWarning
     from abo.interop import from_optuna
 
     where = storage or DEFAULT_STORAGE
     options = {k: v for k, v in {"strategy": strategy, "seed": seed}.items() if v is not None}
-    done = _run(lambda: from_optuna(optuna_study, optuna_storage, where, name, **options))
+    with warnings.catch_warnings():  # the skipped trials are printed below, once
+        warnings.simplefilter("ignore", AboWarning)
+        done = _run(
+            lambda: from_optuna(
+                optuna_study, optuna_storage, where, name, partial=partial, **options
+            )
+        )
     typer.echo(
         f"imported {done.added} complete trials of the Optuna study {optuna_study!r} into "
         f"{done.study.name!r} in {storage_label(where)} ({done.already} already there, "
-        f"{done.not_complete} not complete)"
+        f"{done.not_complete} not complete"
+        + (f", {len(done.skipped)} complete trials skipped)" if done.skipped else ")")
     )
+    for s in done.skipped:
+        print_error(f"trial {s.number}: {s.reason}", label="skipped")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,228 @@
+"""``from_optuna``: an abo study made (or continued) from an Optuna study's complete trials,
+read read-only, planned in full before anything is written (see ``abo.interop``)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from abo.exceptions import AboError, AboWarning, StudyNotFoundError
+from abo.interop._common import distribution, optuna_module, parameter
+from abo.interop.conditions import infer
+from abo.interop.source import Source, read_study
+from abo.space import Space
+
+SHOWN_SKIPPED = 10
+"""Skipped trials an error message names one by one (the rest are counted)."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A complete Optuna trial that could not be imported: its number, and why."""
+
+    number: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What ``from_optuna`` did: the abo study, results added, results it had already, trials
+    that are not results (failed, pruned, running), and complete trials it could not place
+    (only with ``partial=True``; otherwise they are an error)."""
+
+    study: Any
+    added: int
+    already: int
+    not_complete: int
+    skipped: tuple[Skipped, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """An import worked out before anything is written: the space, the outcomes, each
+    placeable trial's (number, params, values) and the complete trials that are not."""
+
+    space: Space
+    outcomes: dict[str, str]
+    rows: list[tuple[int, dict[str, Any], dict[str, float]]]
+    skipped: list[Skipped]
+    not_complete: int
+
+
+def from_optuna(
+    optuna_study: str, optuna_storage: str, storage: str | None = None,
+    name: str | None = None, *, partial: bool = False, **options: Any,
+) -> Imported:  # fmt: skip
+    """Create (or continue) the abo study ``name`` (default: the Optuna study's) in ``storage``
+    from the complete trials of the Optuna study ``optuna_study`` in ``optuna_storage``, which
+    is only read; ``options`` are ``abo.create_study``'s (strategy, seed, ...).
+
+    A define-by-run study's parameters that only some trials have become conditional
+    (``abo.interop.conditions``). A complete trial that cannot be placed in the space (a
+    parameter no condition explains, a value abo refuses) fails the import, naming each such
+    trial and why, before anything is written; ``partial=True`` imports the others, warns
+    (``AboWarning``) and lists the skipped ones in ``Imported.skipped``.
+
+    Raises:
+        AboError: the source is not an Optuna storage or lacks the study, the study has no
+            complete trial, a parameter has two different distributions, a trial cannot be
+            placed (without ``partial``), or an option is invalid (the field names which).
+    """
+    import abo
+    from abo.spec import StudySpec
+    from abo.storage import open_storage
+
+    plan = _plan(read_study(optuna_study, optuna_storage))
+    if not plan.rows:
+        raise AboError(f"optuna_study: {optuna_study!r} has no complete trial to import"
+                       f"{_why(plan.skipped)}", field="optuna_study")  # fmt: skip
+    if plan.skipped and not partial:
+        raise AboError(
+            f"optuna_study: {len(plan.skipped)} of {len(plan.skipped) + len(plan.rows)} "
+            f"complete trials of {optuna_study!r} cannot be imported{_why(plan.skipped)}; "
+            f"nothing was imported (partial=True, or abo import --partial, imports the other "
+            f"{len(plan.rows)})",
+            field="optuna_study",
+        )
+    name = name or optuna_study
+    StudySpec.create(plan.space, outcomes=plan.outcomes, **options)  # options checked first
+    store = open_storage(storage)
+    existed = _exists(store, name)
+    study = abo.create_study(plan.space, name=name, storage=store, outcomes=plan.outcomes,
+                             load_if_exists=True, **options)  # fmt: skip
+    try:
+        added, already = _add(study, plan)
+    except BaseException:
+        if not existed:  # a failed import leaves no half-made study behind
+            abo.delete_study(name, store)
+        raise
+    if plan.skipped:
+        warnings.warn(
+            f"from_optuna: {len(plan.skipped)} complete trials of {optuna_study!r} were not "
+            f"imported{_why(plan.skipped)}",
+            AboWarning,
+            stacklevel=2,
+        )
+    return Imported(study, added, already, plan.not_complete, tuple(plan.skipped))
+
+
+def _exists(store: Any, name: str) -> bool:
+    try:
+        store.load_study(name)
+    except StudyNotFoundError:
+        return False
+    return True
+
+
+def _add(study: Any, plan: _Plan) -> tuple[int, int]:
+    """Add each planned trial as a known result: (added, already there)."""
+    added = already = 0
+    for number, params, values in plan.rows:
+        before = len(study)
+        study.add(params, values, metadata={"optuna_number": number})
+        if len(study) > before:
+            added += 1
+        else:
+            already += 1
+    return added, already
+
+
+def _why(skipped: list[Skipped]) -> str:
+    """``: trial 3: reason; trial 5: ...`` for an error message (the first few, then a count)."""
+    if not skipped:
+        return ""
+    shown = "; ".join(f"trial {s.number}: {s.reason}" for s in skipped[:SHOWN_SKIPPED])
+    more = len(skipped) - SHOWN_SKIPPED
+    return f": {shown}" + (f"; and {more} more" if more > 0 else "")
+
+
+def _plan(source: Source) -> _Plan:
+    """The whole import worked out from what was read, nothing written."""
+    optuna = optuna_module()
+    complete = [t for t in source.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        raise AboError(f"optuna_study: {source.name!r} has no complete trial to import",
+                       field="optuna_study")  # fmt: skip
+    space, unexplained = _space(source, complete)
+    names = source.metric_names or (
+        ["value"] if len(source.directions) == 1 else
+        [f"value_{i}" for i in range(len(source.directions))]
+    )  # fmt: skip
+    outcomes = {
+        n: "minimize" if d == optuna.study.StudyDirection.MINIMIZE else "maximize"
+        for n, d in zip(names, source.directions, strict=True)
+    }
+    rows, skipped = [], []
+    for t in complete:
+        reason = _misfit(space, unexplained, t.params, t.values, names)
+        if reason is None:
+            values = dict(zip(names, (float(v) for v in t.values), strict=True))
+            rows.append((t.number, space.validate(t.params), values))
+        else:
+            skipped.append(Skipped(t.number, reason))
+    return _Plan(space, outcomes, rows, skipped, len(source.trials) - len(complete))
+
+
+def _misfit(space: Space, unexplained: Mapping[str, str], params: Mapping[str, Any],
+            values: Any, names: list[str]) -> str | None:  # fmt: skip
+    """Why a complete trial cannot be an abo result of ``space``, or ``None`` when it can."""
+    for name, why in unexplained.items():
+        if name not in params:
+            return f"it has no {name!r} ({why})"
+    try:
+        space.validate(params)
+    except AboError as exc:
+        return str(exc)
+    if values is None or len(values) != len(names):
+        return f"it has {0 if values is None else len(values)} values, not {len(names)}"
+    for n, v in zip(names, values, strict=True):
+        if not math.isfinite(float(v)):
+            return f"its {n} is {float(v)} (abo keeps only finite results)"
+    return None
+
+
+def _space(source: Source, complete: list[Any]) -> tuple[Space, dict[str, str]]:
+    """The abo space of the complete trials: the one an ``abo export`` stored, when every
+    trial fits it, else one parameter per name with the conditions the trials show."""
+    dists: dict[str, Any] = {}
+    for t in complete:
+        for key, dist in t.distributions.items():
+            if key in dists and dists[key] != dist:
+                raise AboError(
+                    f"{key}: its distribution changed within the Optuna study ({dists[key]} and "
+                    f"{dist}); abo's space has one per parameter",
+                    field=key,
+                )
+            dists[key] = dist
+    stored = _stored_space(source.user_attrs.get("abo_spec"))
+    if stored is not None and _fits(stored, dists, complete):
+        return stored, {}
+    params = {k: parameter(k, d) for k, d in dists.items()}
+    return infer(params, [t.params for t in complete])
+
+
+def _stored_space(data: Any) -> Space | None:
+    """The space of the abo spec an export stored with the study, if it reads as one."""
+    if not isinstance(data, Mapping):
+        return None
+    from abo.spec import StudySpec
+
+    try:
+        return StudySpec.from_json(data).space
+    except Exception:  # noqa: BLE001 - an attribute edited or written by another tool
+        return None
+
+
+def _fits(space: Space, dists: Mapping[str, Any], complete: list[Any]) -> bool:
+    """Whether every trial's parameters and distributions are those of ``space``."""
+    if any(k not in space or distribution(space[k]) != d for k, d in dists.items()):
+        return False
+    try:
+        for t in complete:
+            space.validate(t.params)
+    except AboError:
+        return False
+    return True
