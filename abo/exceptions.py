@@ -7,6 +7,7 @@
     ├── InvalidValueError       a value that is NaN, infinite or not a number (fix the input)
     ├── StudyNotFoundError      no study of that name in the storage
     ├── DuplicatedStudyError    a study of that name exists already
+    ├── OptionsConflictError    it exists with other options than those given (load_if_exists)
     ├── TrialNotFoundError      no trial of that id in the study
     ├── TrialStateError         a transition the state forbids (e.g. a second, different tell)
     ├── UnknownStrategyError    a strategy name that is not registered (lists the valid ones)
@@ -64,6 +65,20 @@ class StudyNotFoundError(AboError, LookupError):
 
 class DuplicatedStudyError(AboError):
     """A study of the given name exists already (use ``load_if_exists=True`` to resume it)."""
+
+
+class OptionsConflictError(AboError):
+    """The study exists with other options than those given to create it again: each one
+    that differs is in ``differences`` as ``(stored, given)`` (``abo.options_check``)."""
+
+    def __init__(
+        self,
+        *args: object,
+        field: str | None = None,
+        differences: dict[str, tuple[object, object]] | None = None,
+    ) -> None:
+        super().__init__(*args, field=field)
+        self.differences = dict(differences or {})
 
 
 class TrialNotFoundError(AboError, LookupError):

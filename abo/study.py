@@ -34,13 +34,13 @@ from abo.exceptions import (
     AboWarning,
     DuplicatedStudyError,
     InvalidValueError,
-    SearchSpaceError,
     StudyNotFoundError,
 )
+from abo.options_check import check_existing, check_load_if_exists
 from abo.outcomes import Objective, Outcome, check_number, check_values
 from abo.proposer import Proposer
 from abo.space import Space
-from abo.spec import DEFAULT_STRATEGY, StudySpec, check_reference
+from abo.spec import StudySpec, check_reference
 from abo.stopping import make_rule
 from abo.storage import QueuedPoint, Storage, StudyRecord, open_storage
 from abo.summary import (
@@ -592,23 +592,27 @@ def create_study(
     name: str | None = None,
     storage: str | Storage | None = None,
     direction: str | None = None,
-    strategy: str = DEFAULT_STRATEGY,
+    strategy: str | None = None,
     seed: int | None = None,
     *,
-    load_if_exists: bool = False,
+    load_if_exists: bool | str = False,
     outcomes: Any = None,
     **options: Any,
 ) -> Study:
-    """Create a study (or resume it with ``load_if_exists=True``).
+    """Create a study (or load it with ``load_if_exists=True``).
 
     Args:
         space: an ``abo.Space`` (or a dict of parameters).
         name: unique within the storage; a random one when ``None``.
         storage: ``sqlite:///file.db``, a PostgreSQL URL, a ``Storage``, or ``None`` (memory).
         direction: ``"minimize"`` (default) or ``"maximize"``, for a study of one objective.
-        strategy: a name from ``abo.strategies()``.
+        strategy: a name from ``abo.strategies()`` (default ``"auto"``).
         seed: fixes every random choice; drawn at random (and stored) when ``None``.
-        load_if_exists: resume an existing study of this name instead of failing.
+        load_if_exists: ``True`` loads an existing study of this name instead of failing, if
+            it has this space and outcomes and every option given here equals its stored one
+            (an option not given is not compared); otherwise an ``OptionsConflictError``
+            names each option that differs. ``"keep"`` loads it with its stored options
+            whatever is given (they are still validated). See ``abo.options_check``.
         outcomes: the outcomes, e.g. ``{"error": "minimize", "latency_ms": "minimize"}``
             (default: one objective called ``value``).
         **options: the other study options of ``abo.spec.StudySpec`` (``n_initial``,
@@ -624,10 +628,14 @@ def create_study(
         ('doc', 'minimize')
     """
     name = _check_name(name)
+    load_if_exists = check_load_if_exists(load_if_exists)
+    # what is compared when the study exists: the options given explicitly
+    given = [k for k, v in (("strategy", strategy), ("seed", seed)) if v is not None]
+    given += list(options)
+    if strategy is not None:
+        options["strategy"] = strategy
     warm = options.pop("warm_start_from", None)
-    spec = StudySpec.create(
-        space, outcomes=outcomes, direction=direction, seed=seed, strategy=strategy, **options
-    )
+    spec = StudySpec.create(space, outcomes=outcomes, direction=direction, seed=seed, **options)
     store = open_storage(storage)
     if warm:  # the sources' results as a snapshot, so the study never depends on them again
         from abo.warm_start import resolve
@@ -637,49 +645,34 @@ def create_study(
         )
         spec = StudySpec.create(
             spec.space, outcomes=outcomes, direction=direction, seed=spec.seed,
-            strategy=strategy, warm_start_from=sources, **options,
+            warm_start_from=sources, **options,
         )  # fmt: skip
     record = StudyRecord(name=name, spec=spec)
     if not load_if_exists:
         return Study(store, store.create_study(record))
-    resumed = _resume(store, record)
+    resumed = _resume(store, record, given, load_if_exists)
     if resumed is not None:
         return resumed
     try:
         return Study(store, store.create_study(record))
     except DuplicatedStudyError:
         # another process created it between our look and our insert (workers starting at once)
-        resumed = _resume(store, record)
+        resumed = _resume(store, record, given, load_if_exists)
         if resumed is None:
             raise
         return resumed
 
 
-def _resume(store: Storage, wanted: StudyRecord) -> Study | None:
-    """The existing study called ``wanted.name`` if it matches, ``None`` if there is none."""
+def _resume(
+    store: Storage, wanted: StudyRecord, given: list[str], load_if_exists: bool | str
+) -> Study | None:
+    """The existing study called ``wanted.name`` if it matches what was given (else an error
+    naming what differs, ``abo.options_check``), ``None`` if there is none."""
     try:
         existing = store.load_study(wanted.name)
     except StudyNotFoundError:
         return None
-    if existing.space != wanted.space:
-        raise SearchSpaceError(
-            f"space: study {wanted.name!r} exists with a different space "
-            f"({existing.space.to_json()})",
-            field="space",
-        )
-    if existing.spec.outcomes != wanted.spec.outcomes:
-        if len(existing.spec.objectives) == 1 and len(wanted.spec.objectives) == 1:
-            if existing.spec.objective.name == wanted.spec.objective.name:
-                raise AboError(
-                    f"direction: study {wanted.name!r} exists with direction "
-                    f"{existing.direction!r}",
-                    field="direction",
-                )
-        shown = [o.to_json() for o in existing.spec.outcomes]
-        raise AboError(
-            f"outcomes: study {wanted.name!r} exists with other outcomes {shown}",
-            field="outcomes",
-        )
+    check_existing(wanted.name, existing.spec, wanted.spec, given, load_if_exists)
     return Study(store, existing)
 
 

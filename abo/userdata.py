@@ -26,7 +26,6 @@ from typing import Any
 from abo.exceptions import AboError, InvalidValueError
 
 log = logging.getLogger("abo")
-MAX_DEPTH = 32
 
 
 def _non_finite(value: Any) -> bool:
@@ -38,19 +37,33 @@ def _non_finite(value: Any) -> bool:
     return not math.isfinite(float(value))
 
 
-def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
-    """Every value nested in dicts, lists and tuples, with its dotted path (iteratively, and
-    no deeper than ``MAX_DEPTH``: the HTTP API's limit, which also ends a cycle)."""
-    stack = [(value, path, 0)]
+Path = tuple[Any, "Path"] | None  # (key, parent): built as text only when an error names it
+
+
+def _text(path: Path, field: str) -> str:
+    keys = []
+    while path is not None:
+        key, path = path
+        keys.append(str(key))
+    return ".".join([field, *reversed(keys)])
+
+
+def _walk(value: Any) -> Iterator[tuple[Path, Any]]:
+    """Every value nested in dicts, lists and tuples, with its path: iteratively (any depth)
+    and each container once (a cycle ends)."""
+    stack: list[tuple[Any, Path]] = [(value, None)]
+    seen: set[int] = set()
     while stack:
-        item, where, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise AboError(f"{where}: nested deeper than {MAX_DEPTH} levels", field=where)
-        yield where, item
+        item, path = stack.pop()
+        yield path, item
+        if isinstance(item, Mapping | list | tuple):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
         if isinstance(item, Mapping):
-            stack += [(v, f"{where}.{k}", depth + 1) for k, v in item.items()]
+            stack += [(v, (k, path)) for k, v in item.items()]
         elif isinstance(item, list | tuple):
-            stack += [(v, f"{where}.{i}", depth + 1) for i, v in enumerate(item)]
+            stack += [(v, (i, path)) for i, v in enumerate(item)]
 
 
 def check_mapping(value: Any, field: str) -> dict[str, Any]:
@@ -65,11 +78,11 @@ def check_mapping(value: Any, field: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise AboError(f"{field}: expected a dict, got {type(value).__name__}", field=field)
     out = {str(k): v for k, v in value.items()}
-    for where, item in _walk(out, field):
+    for path, item in _walk(out):
         if _non_finite(item):
+            where = _text(path, field)
             raise InvalidValueError(
-                f"{where}: must be a finite number, got {float(item)!r}",
-                field=where,
+                f"{where}: must be a finite number, got {float(item)!r}", field=where
             )
     return out
 

@@ -31,14 +31,15 @@ import abo
 import abo.service.schemas as s
 from abo import summary
 from abo.exceptions import AboError, DuplicatedStudyError, StorageError
-from abo.outcomes import outcomes_to_json, parse_outcomes
+from abo.options_check import check_options
+from abo.outcomes import outcomes_to_json
 from abo.service.asks import check_ask_info
 from abo.service.auth import TokenSet
 from abo.service.errors import AsksBackedUp, abo_error_response, error_response
 from abo.service.middleware import AuthMiddleware, BodyLimitMiddleware
 from abo.service.state import CREATED_HEADER, ServiceState
 from abo.space import Space
-from abo.spec import CREATE_OPTIONS
+from abo.spec import CREATE_OPTIONS, StudySpec
 from abo.storage import Storage, StudyRecord, open_storage
 from abo.study import Study
 from abo.summary import trial_json
@@ -125,10 +126,12 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
         records = state.storage.list_studies()
         return s.StudyList(studies=[study_summary(state.storage, r) for r in records])
 
-    def _existing(study: Study, body: s.StudyCreate, space: Space) -> s.StudyOut | JSONResponse:
+    def _existing(
+        study: Study, body: s.StudyCreate, wanted: StudySpec, given: list[str]
+    ) -> s.StudyOut | JSONResponse:
         if not body.load_if_exists:
             raise DuplicatedStudyError(f"name: a study called {body.name!r} exists already")
-        if study.space != space:
+        if study.space != wanted.space:
             return error_response(
                 409,
                 "space_conflict",
@@ -136,8 +139,7 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
                 f"{json.dumps(study.space.to_json())}",
                 "space",
             )
-        wanted = parse_outcomes(body.outcomes, body.direction)
-        if study.spec.outcomes != wanted:
+        if study.spec.outcomes != wanted.outcomes:
             return error_response(
                 409,
                 "outcomes_conflict",
@@ -145,6 +147,8 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
                 f"{json.dumps(outcomes_to_json(study.spec.outcomes))}",
                 "outcomes",
             )
+        hint = 'load_if_exists "keep" loads it with them'  # 409 options_conflict otherwise
+        check_options(body.name, study.spec, wanted, given, body.load_if_exists, hint)
         return _study_out(study)
 
     @r.post(
@@ -155,11 +159,18 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
         responses={200: {"model": s.StudyOut, "description": "An existing study was loaded"}},
     )
     def create_study(body: s.StudyCreate, response: Response) -> s.StudyOut:
-        """Create a study; with ``load_if_exists`` an existing one of the same space is loaded
-        (200), and a different space or direction is 409."""
+        """Create a study; with ``load_if_exists`` an existing one of the same space, outcomes
+        and given options is loaded (200): another space or direction is 409, and so is an
+        option given that differs from the stored one (unless ``load_if_exists`` is "keep").
+        The options are validated (422) whether the study exists or not."""
         space = Space.from_json(body.space)
+        # only the options the body holds are compared with a stored study's
+        given = {k: getattr(body, k) for k in CREATE_OPTIONS if k in body.model_fields_set}
+        wanted = StudySpec.create(space, **given)
         try:
-            found = state.call(body.name, None, lambda st: _existing(st, body, space), True)
+            found = state.call(
+                body.name, None, lambda st: _existing(st, body, wanted, list(given)), True
+            )
         except abo.StudyNotFoundError:
             found = None
         if isinstance(found, JSONResponse):
@@ -167,13 +178,12 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
         if found is not None:
             response.status_code = 200
             return found
-        options = {k: getattr(body, k) for k in CREATE_OPTIONS}
         study = abo.create_study(
             space,
             name=body.name,
             storage=state.storage,
             load_if_exists=body.load_if_exists,
-            **options,
+            **given,
         )
         return _study_out(state.remember(study))
 

@@ -31,10 +31,11 @@ from abo.exceptions import (
     StudyNotFoundError,
     TrialStateError,
 )
+from abo.options_check import check_load_if_exists
 from abo.outcomes import Outcome, check_number, check_values
 from abo.service.codes import CODES
 from abo.space import Space
-from abo.spec import DEFAULT_STRATEGY, StudySpec
+from abo.spec import StudySpec
 from abo.trial import ProposalRecord, Report, Trial, TrialState
 
 if TYPE_CHECKING:
@@ -189,30 +190,42 @@ class Client:
         space: Space | Mapping[str, Any],
         name: str,
         direction: str | None = None,
-        strategy: str = DEFAULT_STRATEGY,
+        strategy: str | None = None,
         seed: int | None = None,
         *,
-        load_if_exists: bool = False,
+        load_if_exists: bool | str = False,
         outcomes: Any = None,
         **options: Any,
     ) -> RemoteStudy:
-        """Create a study on the service (or load it with ``load_if_exists=True``); the
-        options are those of ``abo.create_study``, checked here and again by the service.
+        """Create a study on the service (or load it with ``load_if_exists=True``, or
+        ``"keep"``: as for ``abo.create_study``); the options are those of
+        ``abo.create_study``, checked here and again by the service, and only those given are
+        sent (the service compares them with a stored study's: ``OptionsConflictError``).
         ``warm_start_from`` may name studies on the service (resolved there) or hold studies
         of any storage (snapshotted here)."""
+        load_if_exists = check_load_if_exists(load_if_exists)
+        if strategy is not None:
+            options["strategy"] = strategy
         warm = options.pop("warm_start_from", None)
-        spec = StudySpec.create(
-            space, outcomes=outcomes, direction=direction, seed=seed, strategy=strategy, **options
-        )
+        spec = StudySpec.create(space, outcomes=outcomes, direction=direction, seed=seed, **options)
         if warm:
             from abo.warm_start import resolve
 
             sources = resolve(warm, lambda name: name, spec.space, spec.objectives[0].name)
             spec = StudySpec.create(
                 spec.space, outcomes=outcomes, direction=direction, seed=spec.seed,
-                strategy=strategy, warm_start_from=sources, **options,
+                warm_start_from=sources, **options,
             )  # fmt: skip
-        body = {"name": name, "load_if_exists": load_if_exists, **spec.to_json()}
+            options["warm_start_from"] = sources
+        checked = spec.to_json()  # each option given, in the form the service takes
+        sent = {k: checked[k] for k in [*options, *(["seed"] if seed is not None else [])]}
+        body = {
+            "name": name,
+            "load_if_exists": load_if_exists,
+            "space": checked["space"],
+            "outcomes": checked["outcomes"],
+            **sent,
+        }
         response, retried = self._send("POST", "/studies", body, {})
         try:
             return RemoteStudy(self, self._answer(response))

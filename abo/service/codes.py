@@ -7,6 +7,7 @@ from abo.exceptions import (
     AboError,
     DuplicatedStudyError,
     InvalidValueError,
+    OptionsConflictError,
     SearchSpaceError,
     StorageError,
     StudyNotFoundError,
@@ -25,6 +26,7 @@ ERRORS: list[tuple[type[AboError], int, str]] = [
     (TrialNotFoundError, 404, "trial_not_found"),
     (TrialStateError, 409, "trial_state"),
     (DuplicatedStudyError, 409, "study_exists"),
+    (OptionsConflictError, 409, "options_conflict"),
     (StorageError, 503, "storage_unavailable"),
     (AboError, 422, "invalid_argument"),
 ]

@@ -60,7 +60,13 @@ class StudyCreateBase(_Request):
     """What every create body has; the study's options are added from ``abo.spec``."""
 
     name: Name
-    load_if_exists: bool = True
+    load_if_exists: bool | Literal["keep"] = Field(
+        default=True,
+        description="When a study of this name exists: true loads it if its space, outcomes "
+        "and every option given here equal the stored ones (409 `options_conflict` names each "
+        'that differs; an option left out is not compared); "keep" loads it with its '
+        "stored options whatever is given (still validated); false is 409 `study_exists`.",
+    )
     space: dict[str, Json] = Field(
         description="The search space as `abo.Space.to_json()` writes it."
     )
@@ -266,7 +272,9 @@ class StudyOut(BaseModel):
     seed: int
     config: dict[str, Any]
     created_at: float
-    n_trials: int
+    n_trials: int = Field(
+        description="How many trials the study holds, in every state (a count, not a budget)."
+    )
     states: dict[str, int]
     best: TrialOut | None = None
     front_size: int | None = Field(
