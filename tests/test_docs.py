@@ -4,14 +4,17 @@ a block is marked when it does not)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+import tomllib
 from collections import Counter
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from doc_blocks import MARKERS, SERVICE_URL, Block, python_blocks
+from doc_blocks import MARKERS, SERVICE_URL, Block, blocks, python_blocks
 from service.conftest import Server
 
 import abo
@@ -126,3 +129,96 @@ def test_python_block_runs_twice_as_a_plain_file(block: Block, tmp_path: Path) -
         _assert_nothing_twice(storage)
     if not storages and block.marker != "output-varies":
         assert outputs[0] == outputs[1]  # seeded, in memory: the same run again
+
+
+# -- docs/study-file.md: the reference of abo run's TOML file ---------------------------------
+STUDY_FILE = ROOT / "docs" / "study-file.md"
+# what abo.config.load_spec and build_objective/build_executor read (they keep no list of these)
+OBJECTIVE_KEYS = {"function", "command", "workdir", "result_file", "timeout", "env"}
+EXECUTOR_KEYS = {"kind", "n_workers", "threads_per_worker", "address", "options"}
+MINIMAL = {
+    "study": {"n_trials": 4},
+    "space": {"x": {"type": "float", "low": 0, "high": 1}},
+    "objective": {"command": "{python} {here}/f.py {x}"},
+}
+
+
+def _section(title: str) -> str:
+    text = STUDY_FILE.read_text(encoding="utf-8")
+    return text.split(f"\n{title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _keys_in_tables(section: str) -> set[str]:
+    """The backticked names in the first column of a section's tables."""
+    cells = re.findall(r"^\| ([^|]+) \|", section, flags=re.M)
+    return {key for cell in cells for key in re.findall(r"`(\w+)`", cell)}
+
+
+def test_the_study_file_reference_lists_every_key_abo_reads() -> None:
+    from abo.config import EXECUTOR_KINDS, RUN_KEYS
+    from abo.space import _KEYS
+    from abo.spec import CREATE_OPTIONS
+    from abo.stopping import RULES
+
+    study = _section("## `[study]`").split("\n### ", 1)[0]
+    assert _keys_in_tables(study) == {*RUN_KEYS, *CREATE_OPTIONS}
+    assert _keys_in_tables(_section("## `[space]`")) == {k for ks in _KEYS.values() for k in ks}
+    assert _keys_in_tables(_section("## `[objective]`")) == OBJECTIVE_KEYS
+    executor = _section("## `[executor]`")
+    assert _keys_in_tables(executor) == EXECUTOR_KEYS
+    assert all(f'`"{kind}"`' in executor for kind in EXECUTOR_KINDS)
+    stopping = _section("### `stopping`")
+    settings = {f.name for rule in RULES.values() for f in fields(rule) if f.name != "rule"}
+    assert set(re.findall(r"^\| `\w+` \| `(\w+)` \|", stopping, flags=re.M)) == settings
+    assert _keys_in_tables(_section("### `fidelity`")) == {"parameter", "target", "cost"}
+    for placeholder in ("{here}", "{python}"):
+        assert f"`{placeholder}`" in _section("## `[objective]`")
+
+
+def _merged(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merged(out[key], value) if both else value
+    return out
+
+
+def _toml(data: dict) -> str:
+    """``data`` as TOML (tables of scalars, arrays and inline tables: what the blocks hold)."""
+
+    def value(v: object) -> str:
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return json.dumps(v)
+
+    lines = []
+    for table, body in data.items():
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {value(v)}" for k, v in body.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b for b in blocks(STUDY_FILE) if b.lang == "toml"],
+    ids=lambda b: b.id,
+)
+def test_each_toml_block_of_the_reference_is_a_valid_study_file(
+    block: Block, tmp_path: Path
+) -> None:
+    """Each TOML block (a complete file, or a table completed by a minimal file) loads as
+    ``abo run`` loads it, and its study options make a study."""
+    from abo.config import RUN_KEYS, build_objective, load_spec
+
+    data = _merged(MINIMAL, tomllib.loads(block.code))
+    path = tmp_path / "study.toml"
+    path.write_text(_toml(data), encoding="utf-8")
+    spec = load_spec(path)
+    options = {k: v for k, v in spec.study.items() if k not in RUN_KEYS}
+    abo.create_study(spec.space, **options)  # every option checked, in memory
+    objective = build_objective(spec)
+    assert "{here}" not in " ".join(objective.argv) and "{python}" not in " ".join(objective.argv)
+    assert objective.argv[0] == sys.executable
+    assert any(arg.startswith(str(tmp_path)) for arg in objective.argv)
