@@ -69,6 +69,7 @@ from abo.exceptions import (
 from abo.executors.base import Executor, Future, LostEvaluation
 from abo.outcomes import check_values, split_result
 from abo.reporting import Sender, TrialHandle, answer, takes_trial
+from abo.summary import proposal_source, sources_line
 from abo.trial import BOOKKEEPING, Trial, TrialState
 from abo.userdata import storable
 
@@ -169,6 +170,18 @@ class OptimizeResult:
     trial_ids: list[int] = field(default_factory=list)
     max_queued: int = 0  # the most evaluations queued at the executor beyond the workers
     front: list[Trial] | None = None  # a study of several objectives: its Pareto front
+    # where the started trials' parameters came from (``abo.summary.proposal_source``)
+    sources: dict[str, int] = field(default_factory=dict)
+    failure_reasons: dict[str, int] = field(default_factory=dict)  # failed trials, by reason
+
+    @property
+    def common_failure(self) -> tuple[str, int] | None:
+        """The most frequent reason a trial failed and how many failed for it (``None``
+        without failures; ties: the one seen first)."""
+        if not self.failure_reasons:
+            return None
+        reason = max(self.failure_reasons, key=lambda r: self.failure_reasons[r])
+        return reason, self.failure_reasons[reason]
 
     @property
     def utilization(self) -> float:
@@ -186,10 +199,11 @@ class OptimizeResult:
         best = f"best {best}" if self.front is None else f"Pareto front of {len(self.front)}"
         stopped = f" (stopped: {self.stopped})" if self.stopped else ""
         stopped_early = f"{self.n_stopped} stopped, " if self.n_stopped else ""
+        sources = f"; {sources_line(self.sources)}" if self.sources else ""
         return (
             f"{self.n_done} done, {stopped_early}{self.n_failed} failed, {self.n_lost} lost in "
             f"{self.elapsed:.1f} s on {self.n_workers} workers; utilization "
-            f"{self.utilization:.2f}; {best}{stopped}"
+            f"{self.utilization:.2f}; {best}{stopped}{sources}"
         )
 
 
@@ -627,6 +641,8 @@ def run(
             submit_seconds[0] = time.perf_counter() - t0
             inflight[future] = (trial, None)
             result.trial_ids.append(trial.id)
+            source = proposal_source(trial)
+            result.sources[source] = result.sources.get(source, 0) + 1
         result.max_queued = max(result.max_queued, len(inflight) - workers)
         _start_clocks(inflight, workers, clock())
 
@@ -738,14 +754,26 @@ def run(
     result.front = study.best_trials if several else None
     log.info("%s", result.summary())
     if stop.reason == "failure rate" and guard is not None:
+        common = result.common_failure
+        cause = (
+            f" Most common cause ({common[1]} of {result.n_failed}): {_shorten(common[0])}."
+            if common
+            else ""
+        )
         exc = FailureRateExceeded(
             f"n_failed: {result.n_failed} of {result.n_done + result.n_failed} finished trials "
             f"failed (more than {guard.max_rate:.0%} of at least {guard.min_failures}); "
-            f"stopped instead of burning the budget. {result.summary()}"
+            f"stopped instead of burning the budget.{cause} {result.summary()}"
         )
         exc.result = result  # type: ignore[attr-defined]
         raise exc
     return result
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    """``text`` on one line, cut to ``limit`` characters (a failure's reason in a message)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _start_clocks(
@@ -794,6 +822,8 @@ def _count(study: Study, stored: Trial, result: OptimizeResult, callback: Callab
         result.n_done += 1
     elif stored.state is TrialState.FAILED:
         result.n_failed += 1
+        reason = stored.reason or "no reason given"
+        result.failure_reasons[reason] = result.failure_reasons.get(reason, 0) + 1
     elif stored.state is TrialState.STOPPED:
         result.n_stopped += 1
     elif stored.state is TrialState.LOST:

@@ -1,10 +1,11 @@
 """The live progress panel of a running optimisation: ``abo run``'s, ``abo demo``'s, and
 ``study.optimize``'s when it runs in a terminal (``verbosity``).
 
-Completed, running, stopped, failed and lost trials, the best value so far (of several
-objectives: the size of the Pareto front so far), elapsed time and a lower bound of worker
-utilization, refreshed by ``rich.live.Live`` as results arrive (``update`` is the loop's
-callback).
+Completed, running, stopped, failed and lost trials, elapsed time, the best value so far (of
+several objectives: the size of the Pareto front so far), a lower bound of worker utilization
+and where the finished trials' parameters came from (the model, the design, fallbacks:
+``abo.summary.proposal_source``), in lines that fit 80 columns, refreshed by
+``rich.live.Live`` as results arrive (``update`` is the loop's callback).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console, Group
-from rich.table import Table
 from rich.text import Text
 
 from abo.exceptions import AboError
@@ -41,6 +41,7 @@ class Progress:
         self.best_id: int | None = None
         self.objectives = tuple(objectives) if direction == "multi" else ()
         self.front: list[tuple[float, ...]] = []  # utilities of the front so far
+        self.sources: dict[str, int] = {}  # where the finished trials' parameters came from
         self.start = time.time()
 
     def _join_front(self, values: Any) -> None:
@@ -58,9 +59,12 @@ class Progress:
         self.front = [tuple(row) for row in U[pareto_mask(U)].tolist()]
 
     def update(self, study: object, trial: object) -> None:
+        from abo.summary import proposal_source  # not at import: the CLI starts fast
         from abo.trial import TrialState
 
         state = trial.state  # type: ignore[attr-defined]
+        source = proposal_source(trial)  # type: ignore[arg-type]
+        self.sources[source] = self.sources.get(source, 0) + 1
         self.busy += float(trial.info.get("eval_seconds", 0.0))  # type: ignore[attr-defined]
         if state is TrialState.DONE:
             self.done += 1
@@ -81,25 +85,41 @@ class Progress:
             self.lost += 1
         self.running = len(study.pending)  # type: ignore[attr-defined]
 
-    def __rich__(self) -> Group:
-        table = Table.grid(padding=(0, 2))
-        table.add_row(
-            Text(f"completed {self.done + self.failed + self.stopped}/{self.total}", style="bold"),
+    def lines(self) -> list[str]:
+        """The panel's lines, each within 80 columns for any realistic count (a grid shared
+        its column widths between rows, so a long best value pushed the counts past 80)."""
+        elapsed = max(1e-9, time.time() - self.start)
+        counts = [
+            f"completed {self.done + self.failed + self.stopped}/{self.total}",
             f"running {self.running}",
             *([f"stopped {self.stopped}"] if self.stopped else []),
             f"failed {self.failed}",
             f"lost {self.lost}",
-            f"elapsed {time.time() - self.start:5.1f} s",
-        )
-        elapsed = max(1e-9, time.time() - self.start)
-        util = f"utilization ≥{self.busy / (self.workers * elapsed):.2f}" if self.workers else ""
+            f"{elapsed:.1f} s",
+        ]
         if self.objectives:
-            front = f"Pareto front {len(self.front)} trial{'s' if len(self.front) != 1 else ''}"
-            table.add_row(Text(f"so far: {front}", style="green"), util)
-            return Group(table)
-        best = "—" if self.best is None else f"{self.best:.6g} (trial {self.best_id})"
-        table.add_row(Text(f"best so far {best}", style="green"), util)
-        return Group(table)
+            n = len(self.front)
+            best = f"so far: Pareto front {n} trial{'s' if n != 1 else ''}"
+        else:
+            value = "—" if self.best is None else f"{self.best:.6g} (trial {self.best_id})"
+            best = f"best so far {value}"
+        if self.workers:
+            best += f"  utilization ≥{self.busy / (self.workers * elapsed):.2f}"
+        out = ["  ".join(counts), best]
+        if self.sources:
+            from abo.summary import sources_line
+
+            out.append(sources_line(self.sources))
+        return out
+
+    def __rich__(self) -> Group:
+        styles = ("bold", "green", "")
+        return Group(
+            *[
+                Text(line, style=style, no_wrap=True, overflow="ellipsis")
+                for line, style in zip(self.lines(), styles, strict=False)
+            ]
+        )
 
 
 def resolve(verbosity: Any) -> int:

@@ -4,7 +4,12 @@ The ``Proposer`` has no I/O. It is handed the study's trials (a snapshot) and re
 parameters with the ``ProposalRecord`` of each; ``Study`` stores them. What it owns:
 
 * the **initial design**: the first ``n_initial`` points are scrambled Sobol, counted from the
-  trials whose record says ``sobol`` (so a resumed study continues the same sequence);
+  trials whose record says ``sobol`` (so a resumed study continues the same sequence); points
+  past it that the model cannot propose yet (fewer than 2 results, or for a hurried ask the
+  first fit still running after ``first_fit_patience``) continue the sequence with
+  ``fallback`` set and the reason in ``details["fallback_reason"]``, so the design stays
+  ``n_initial`` points and a run says how many proposals were not the model's
+  (``abo.summary.proposal_source``);
 * the **model state**: the GP is fitted (``abo.refit``) warm-started from the ``ModelRecord``
   on the study's newest model-proposed trial, so a resumed study proposes what an
   uninterrupted one would;
@@ -59,6 +64,17 @@ from abo.warping import warp, warp_slack
 OBSERVED = (TrialState.DONE, TrialState.STOPPED)  # trials the GP models at their value
 
 MIN_OBSERVATIONS = 2  # the GP needs at least this many results
+FIRST_FIT_WAIT = 1.0  # seconds a hurried ask waits for the first fit, at least
+FIRST_FIT_WAIT_MAX = 60.0  # and at most
+
+
+def first_fit_patience(pace: float | None, n_workers: int | None) -> float:
+    """Seconds a hurried ask waits for the study's first fit: one mean evaluation
+    (``pace`` × workers), while the design's points on deck keep the workers busy, but at
+    least ``FIRST_FIT_WAIT`` (once per run: a short run of fast evaluations would otherwise be
+    random search) and at most ``FIRST_FIT_WAIT_MAX``."""
+    mean = (pace or 0.0) * max(1, n_workers or 1)
+    return min(FIRST_FIT_WAIT_MAX, max(FIRST_FIT_WAIT, mean))
 
 
 def derive_seed(seed: int, counter: int) -> int:
@@ -325,18 +341,16 @@ class Proposer:
         designed = sum(
             1 for t in trials if t.proposal is not None and t.proposal.strategy == "sobol"
         )
-        n_sobol = m if needs_model and done < MIN_OBSERVATIONS else 0
-        n_sobol = max(n_sobol, min(m, max(0, self.spec.resolved_n_initial - seen)))
+        n_design = min(m, max(0, self.spec.resolved_n_initial - seen))
+        n_sobol, late = n_design, None  # late: why points past the design are not the model's
+        if needs_model and done < MIN_OBSERVATIONS and n_design < m:
+            n_sobol, late = m, f"fewer than {MIN_OBSERVATIONS} results to fit a model on"
         hurried = pace is not None  # the GPs to fit early, in the background
         if needs_model and hurried and done >= MIN_OBSERVATIONS and n_sobol < m:
-            if stored_model(trials) is None:
-                observed, X, Y, _ = self.model_data(trials, reports)
-                fitting = [
-                    f.first_fit_running(k, X_f, y)
-                    for f, k, X_f, y in self._fitters(trials, observed, X, Y)
-                ]
-                if any(fitting):
-                    n_sobol = m  # a hurried caller's workers would wait for the first fit
+            if stored_model(trials) is None and self._first_fit_late(
+                trials, reports, first_fit_patience(pace, n_workers)
+            ):
+                n_sobol, late = m, "the first model fit was still running"
 
         X_new: list[Tensor] = []
         records: list[ProposalRecord] = []
@@ -351,7 +365,11 @@ class Proposer:
         if n_sobol:
             X_init, init_records = self._initial(trials, designed, n_sobol)
             X_new.append(X_init)
-            records += init_records
+            records += init_records[:n_design]
+            records += [  # past the design: quasi-random points instead of the model's
+                _with(r, fallback=True, details={**r.details, "fallback_reason": late})
+                for r in init_records[n_design:]
+            ]
         if m - n_sobol:
             running = [t for t in trials if t.state is TrialState.RUNNING]
             pending = torch.cat([self.unit(running), *X_new])
@@ -364,6 +382,24 @@ class Proposer:
         if self.linear:
             X_all, records = self._inside(X_all, seed, records)
         return [(space.from_unit(x), r) for x, r in zip(X_all, records, strict=True)]
+
+    def _first_fit_late(
+        self,
+        trials: Sequence[Trial],
+        reports: Mapping[int, Sequence[Report]] | None,
+        patience: float,
+    ) -> bool:
+        """For a hurried ask before any hyperparameters exist: whether a GP's first fit is
+        still running after waiting up to ``patience`` seconds for it (starting it if it was
+        not); the caller then proposes quasi-random points, recorded as fallbacks."""
+        observed, X, Y, _ = self.model_data(trials, reports)
+        fitters = self._fitters(trials, observed, X, Y)
+        if not any([f.first_fit_running(k, X_f, y) for f, k, X_f, y in fitters]):
+            return False
+        deadline = time.monotonic() + patience
+        for fitter, *_ in fitters:
+            fitter.wait(max(0.0, deadline - time.monotonic()))
+        return any([f.first_fit_running(k, X_f, y) for f, k, X_f, y in fitters])
 
     def _initial(
         self, trials: Sequence[Trial], designed: int, n: int
@@ -605,7 +641,8 @@ class Proposer:
                 fidelity=self.fidelity_levels(trials, reports),
             )
             if needs_model and fitted is None:
-                proposal = Proposal(ctx.uniform(m), [{"strategy": "random"}] * m)
+                why = {"strategy": "random", "fallback_reason": "the model could not be fitted"}
+                proposal = Proposal(ctx.uniform(m), [why] * m)
             else:
                 try:
                     proposal = self.strategy.propose(ctx, m)

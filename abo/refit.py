@@ -7,7 +7,9 @@ The policies, chosen per study (``create_study(..., refit=...)``) or per process
   made with a pace (``Study.ask_batch(..., pace=...)``: the asks of ``optimize``'s automatic
   lookahead, which says how many seconds a point may take before a worker waits). An
   ask/tell loop keeps ``sync``'s exact reproducibility; the asynchronous loop, whose
-  proposals depend on timing anyway, never makes its workers wait for a fit.
+  proposals depend on timing anyway, never makes its workers wait for a refit (only an ask
+  before any hyperparameters exist waits for the first fit, within
+  ``abo.proposer.first_fit_patience``).
 
 * ``"sync"``: before a proposal the hyperparameters are refitted on all the data,
   warm-started from the hyperparameters recorded on the study's latest model-proposed trial,
@@ -342,7 +344,8 @@ class ModelManager:
     def first_fit_running(self, key: tuple[int, ...], X: Tensor, Y: Tensor) -> bool:
         """For a hurried ask with no hyperparameters at all (none fitted in this process, none
         recorded): whether the first fit is still running, starting it (``prefit``) if it was
-        not; the caller then proposes quasi-random points instead of keeping workers waiting.
+        not; the caller waits for it a while (``wait``), then proposes quasi-random points,
+        recorded as fallbacks, instead of keeping workers waiting longer.
         """
         if self.mode not in ("auto", "background"):
             return False

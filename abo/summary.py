@@ -121,6 +121,42 @@ def study_reference(spec: Any, trials: Sequence[Trial]) -> Any:
     return default_reference(trials, objectives, spec.resolved_n_initial)
 
 
+SOURCES = ("design", "model", "random", "fallback", "enqueued", "added", "retry")
+"""Where a trial's parameters came from (``proposal_source``), in the order counts are shown."""
+
+
+def proposal_source(trial: Trial) -> str:
+    """Where ``trial``'s parameters came from: ``design`` (the initial Sobol design or a warm
+    start's points), ``model`` (the study's strategy, from its GP), ``random`` (a strategy
+    that uses no model), ``fallback`` (quasi-random points where the model was wanted but not
+    to be had: too few results, the first fit still running, or a failed fit), ``enqueued``,
+    ``added`` (told with its result by the user) or ``retry`` (a lost trial run again)."""
+    proposal = trial.proposal
+    if proposal is None:
+        return "added"
+    if proposal.fallback:
+        return "fallback"
+    if proposal.strategy in ("sobol", "warm-start"):
+        return "design"
+    if proposal.strategy in ("enqueued", "added", "retry", "random"):
+        return proposal.strategy
+    return "model"
+
+
+def source_counts(trials: Sequence[Trial]) -> dict[str, int]:
+    """How many of ``trials`` came from each source (``SOURCES``; those with none left out)."""
+    counts = dict.fromkeys(SOURCES, 0)
+    for t in trials:
+        counts[proposal_source(t)] += 1
+    return {k: v for k, v in counts.items() if v}
+
+
+def sources_line(counts: Mapping[str, int]) -> str:
+    """``source_counts`` in words: ``"proposed by: model 7, design 4, fallback 2"``."""
+    parts = [f"{k} {counts[k]}" for k in SOURCES if counts.get(k)]
+    return "proposed by: " + (", ".join(parts) if parts else "none yet")
+
+
 def clean(obj: Any, depth: int = 0) -> Any:
     """Strict-JSON-safe copy: non-finite floats become ``None`` and anything nested deeper
     than 64 levels a placeholder string, so no stored value can make a listing fail."""
@@ -170,4 +206,5 @@ def study_summary(storage: Storage, record: StudyRecord) -> dict[str, Any]:
         "best": trial_json(best) if best is not None else None,
         "front_size": front,  # several objectives: the done trials on the Pareto front
         "n_feasible": n_feasible(trials, cons) if cons else None,  # with outcome constraints
+        "sources": source_counts(trials),  # where the trials' parameters came from
     }

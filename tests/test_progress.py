@@ -76,3 +76,29 @@ def test_a_bad_verbosity_names_the_field() -> None:
     with ThreadExecutor(1) as ex, pytest.raises(abo.AboError) as err:
         study.optimize(lambda p: p["x"], n_trials=1, executor=ex, verbosity="loud")
     assert err.value.field == "verbosity" and len(study) == 0
+
+
+def test_the_panel_fits_80_columns_line_by_line() -> None:
+    """A long best value used to widen a grid column shared with the counts: at 80 columns
+    the panel wrapped mid-line."""
+    import io
+
+    from rich.console import Console
+
+    from abo.progress import Progress
+
+    progress = Progress(total=1000, direction="minimize", workers=32)
+    progress.done, progress.failed, progress.stopped, progress.lost = 900, 50, 50, 3
+    progress.running, progress.busy = 32, 1e6
+    progress.best, progress.best_id = -1234.56789012, 987
+    progress.sources = {"design": 8, "model": 960, "fallback": 30, "enqueued": 2}
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(progress)
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "completed 1000/1000  running 32  stopped 50  failed 50  lost 3  "
+        + lines[0].rsplit("  ", 1)[-1],
+        "best so far -1234.57 (trial 987)  utilization ≥" + lines[1].rsplit("≥", 1)[-1],
+        "proposed by: design 8, model 960, fallback 30, enqueued 2",
+    ]
+    assert all(len(line) <= 80 for line in lines) and lines[0].endswith(" s")

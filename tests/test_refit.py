@@ -352,14 +352,16 @@ def release(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
 
 
 def test_with_a_pace_the_default_policy_never_waits_for_a_fit(release: threading.Event) -> None:
-    """A hurried ask (``optimize``'s): while the first fit runs, more design points; after it,
-    conditioned hyperparameters while refits run in the background."""
+    """A hurried ask (``optimize``'s): while the first fit runs (past the wait it is allowed,
+    ``first_fit_patience``), quasi-random points recorded as fallbacks; after it, conditioned
+    hyperparameters while refits run in the background."""
     study = _auto_study()
     for _ in range(4):  # the design
         t = study.ask_batch(1, pace=0.5)[0]
         study.tell(t.id, _f(t.params))
-    extra = study.ask_batch(2, pace=0.5)  # the first fit runs, held: more design, no waiting
+    extra = study.ask_batch(2, pace=0.5)  # the first fit runs, held: fallbacks after a second
     assert [t.proposal.strategy for t in extra] == ["sobol", "sobol"]
+    assert all(t.proposal.fallback for t in extra)  # not the design: said so
     assert study._models._thread is not None and study._models._thread.is_alive()
     release.set()
     study._models.wait(60)

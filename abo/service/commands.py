@@ -497,7 +497,8 @@ def trials(
     ] = None,
     format: FormatOpt = Format.table,
 ) -> None:
-    """List a study's trials: state, value, duration, strategy arm and parameters."""
+    """List a study's trials: state, value, duration, why a trial failed, where its parameters
+    came from (design, model, fallback, ...), strategy arm and parameters."""
     from abo.trial import TrialState
 
     wanted = set(state or [])
@@ -509,7 +510,7 @@ def trials(
     listed = [t for t in _run(lambda: found.trials) if not wanted or t.state.value in wanted]
     multi = len(found.spec.objectives) > 1
     reports = _run(lambda: found.reports())
-    rows = [_trial_row(t, multi, found.spec) for t in listed]
+    rows = [_with_source(t, _trial_row(t, multi, found.spec)) for t in listed]
     data = [t.to_dict() for t in listed]
     if reports:  # trials that report: the last step each reached, and every report in JSON
         for k, (t, item) in enumerate(zip(listed, data, strict=True)):
@@ -520,6 +521,21 @@ def trials(
             rows[k] = dict([*columns[:at], ("step", step), *columns[at:]])
             item["reports"] = [r.to_json() for r in mine]
     _emit(rows, format, f"trials of {name}", data)
+
+
+def _with_source(t: Trial, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with the trial's ``reason`` (why it failed or was lost) after its duration and
+    its ``source`` (``abo.summary.proposal_source``) before its strategy."""
+    from abo.summary import proposal_source
+
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key == "strategy":
+            out["source"] = proposal_source(t)
+        out[key] = value
+        if key == "duration":
+            out["reason"] = t.reason or ""
+    return out
 
 
 def best(

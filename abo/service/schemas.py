@@ -287,6 +287,11 @@ class StudyOut(BaseModel):
         description="With outcome constraints: how many done trials satisfy them all (`best` "
         "is the best of these; null before one does).",
     )
+    sources: dict[str, int] = Field(
+        default_factory=dict,
+        description="Where the trials' parameters came from, by source: design, model, random, "
+        "fallback (quasi-random where the model was not to be had), enqueued, added, retry.",
+    )
 
 
 class StudyList(BaseModel):
