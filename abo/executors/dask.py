@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import atexit
 import importlib
 import logging
 import os
@@ -28,7 +29,7 @@ from concurrent.futures import CancelledError
 from typing import Any
 
 import dask
-from distributed import Client, LocalCluster, wait
+from distributed import Client, LocalCluster, WorkerPlugin, wait
 from distributed.client import FutureCancelledError
 from distributed.scheduler import KilledWorker
 
@@ -112,7 +113,8 @@ def check_spawn_safe() -> None:
 
 REPORT_TIMEOUT = 300.0  # seconds a worker waits for the driver to answer a report
 REPORT_RESEND = 20.0  # seconds without an answer after which a worker sends its report again
-SERVER_WAIT = 5.0  # the driver's report server waits on its queue this long at a time
+POLL_MAX = 0.25  # seconds between a waiting worker's looks at its answer queue, at most
+CLOSE_TIMEOUT = 5.0  # seconds closing the client, then the cluster, may take at most
 
 
 class DaskSender:
@@ -147,18 +149,37 @@ class DaskSender:
                 # the scheduler costs REPORT_RESEND seconds, not the whole timeout (the study
                 # takes the same step and value again as a no-op, with the same answer)
                 requests.put(message)
-                left = deadline - time.monotonic()
-                try:
-                    return dict(reply.get(timeout=max(0.1, min(REPORT_RESEND, left))))
-                except TimeoutError:
-                    if time.monotonic() >= deadline:
-                        raise TrialFailure(
-                            f"report: the driver did not answer within {REPORT_TIMEOUT:.0f} s",
-                            retryable=True,
-                        ) from None
+                answer = _poll(reply, min(deadline, time.monotonic() + REPORT_RESEND))
+                if answer is not None:
+                    return answer
+                if time.monotonic() >= deadline:
+                    raise TrialFailure(
+                        f"report: the driver did not answer within {REPORT_TIMEOUT:.0f} s",
+                        retryable=True,
+                    )
         finally:
             requests.close()
             reply.close()
+
+
+def _poll(queue: Any, until: float) -> dict[str, Any] | None:
+    """The first item on ``queue`` before the monotonic time ``until``, else ``None``.
+
+    Polled (``get(batch=True)`` takes what is there without waiting), never a ``get`` with a
+    timeout: the scheduler logs each timed-out ``get`` as an ERROR with a traceback, which
+    made successful runs look broken. The poll starts fast (answers take milliseconds) and
+    slows to ``POLL_MAX`` seconds, so a long wait costs the scheduler little.
+    """
+    pause = 0.002
+    while True:
+        items = queue.get(batch=True)
+        if items:
+            return dict(items[0])
+        left = until - time.monotonic()
+        if left <= 0:
+            return None
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, POLL_MAX)
 
 
 class _ReportServer:
@@ -179,11 +200,9 @@ class _ReportServer:
 
         while not self.halted.is_set():
             try:
-                # close() wakes it with a request to halt; the timeout makes each wait look
-                # the queue up afresh on the scheduler
-                request = self.queue.get(timeout=SERVER_WAIT)
-            except TimeoutError:
-                continue
+                # no timeout (the scheduler logs a timed-out get as an ERROR): close() wakes
+                # it with a request to halt
+                request = self.queue.get()
             except Exception:  # noqa: BLE001 - the client is closing
                 if self.halted.is_set():
                     return
@@ -206,13 +225,68 @@ class _ReportServer:
         self.halted.set()
         try:
             self.queue.put({"halt": True}, timeout=5)
+            woken = True
         except Exception:  # noqa: BLE001 - the client is gone already: so is the thread's get
-            pass
-        self.thread.join(timeout=5)
+            woken = False
+        self.thread.join(timeout=5 if woken else 0.5)
         try:
             self.queue.close()
         except Exception:  # noqa: BLE001 - the client is gone already
             pass
+
+
+class _Shutdown:
+    """Closes what an executor started, once: at ``close()``, or at the interpreter's exit
+    when the script never called it.
+
+    Registered with ``atexit`` after Dask's own exit handler, so it runs first: the client is
+    closed (its futures released) before the cluster, with short timeouts. Left to Dask, an
+    unclosed LocalCluster closed under a client that still wanted its results: every worker
+    shut down while the scheduler recomputed them (an ERROR per trial, a heartbeat traceback)
+    and the exit took 4-14 s.
+    """
+
+    def __init__(self, client: Client | None, cluster: Any, timeout: float = CLOSE_TIMEOUT):
+        self.client, self.cluster, self.timeout = client, cluster, timeout
+        self.done = client is None and cluster is None  # nothing of its own to close
+        if not self.done:
+            atexit.register(self)
+
+    def __call__(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        atexit.unregister(self)
+        if self.client is not None:
+            try:
+                self.client.close(timeout=self.timeout)
+            except Exception as exc:  # noqa: BLE001 - the cluster is closed all the same
+                log.debug("closing the Dask client: %s", exc)
+        if self.cluster is not None:
+            self.cluster.close(timeout=self.timeout)
+
+
+def _exit_now() -> None:
+    """At a worker process's exit, after its worker closed: flush and leave at once."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream: nothing to flush
+            pass
+    os._exit(0)
+
+
+class _QuickExit(WorkerPlugin):
+    """In each worker process of a LocalCluster abo started: once the worker has closed, the
+    process leaves without the interpreter's teardown (freeing every module torch and the
+    objective loaded took 0.2-0.5 s a worker, and seconds when eight shared two busy cores,
+    while the driver waited for them to exit)."""
+
+    idempotent = True
+    name = "abo-quick-exit"
+
+    def setup(self, worker: Any) -> None:
+        atexit.register(_exit_now)
 
 
 async def _import(modules: list[str]) -> None:
@@ -277,6 +351,8 @@ class DaskExecutor:
                     silence_logs=logging.ERROR,
                 )
             self.client = Client(self._cluster)
+            self.client.register_plugin(_QuickExit())
+        self._shutdown = _Shutdown(self.client if self._own_client else None, self._cluster)
         if client is not None or address is not None:
             info = self.client.scheduler_info()["workers"].values()
             self.n_workers = max(1, sum(w.get("nthreads", 1) for w in info))
@@ -388,11 +464,10 @@ class DaskExecutor:
             self._reports = None
 
     def close(self) -> None:
+        """Close the report channel, then the client and the cluster abo started (promptly:
+        ``CLOSE_TIMEOUT`` seconds each at most). Also done at exit if never called."""
         self.close_reports()
-        if self._own_client:
-            self.client.close()
-        if self._cluster is not None:
-            self._cluster.close()
+        self._shutdown()
 
     def __enter__(self) -> DaskExecutor:
         return self

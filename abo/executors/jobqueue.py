@@ -36,7 +36,7 @@ from dask.utils import parse_bytes
 from distributed import Client
 
 from abo.exceptions import AboError
-from abo.executors.dask import ABO_DASK_CONFIG, DaskExecutor
+from abo.executors.dask import ABO_DASK_CONFIG, DaskExecutor, _Shutdown
 
 log = logging.getLogger("abo")
 
@@ -332,6 +332,9 @@ class JobQueueExecutor(DaskExecutor):
             raise
         self._cluster = cluster
         self._own_client = True
+        # closed with the client first, at close() or at exit; cancelling many jobs one
+        # ``scancel`` at a time takes longer than a LocalCluster's close
+        self._shutdown = _Shutdown(self.client, cluster, timeout=60.0)
         self.n_workers = jobs * processes
 
     def _cluster_kwargs(
