@@ -75,6 +75,24 @@ def test_silenced_hides_this_threads_warnings_only() -> None:
     assert list(warnings.filters) == before
 
 
+def test_threads_entering_and_leaving_at_once_leave_the_filters_as_they_were() -> None:
+    before = list(warnings.filters)
+    start = threading.Barrier(4)
+
+    def worker() -> None:
+        start.wait()
+        for _ in range(300):
+            with silenced(), quiet():
+                warnings.warn("hidden", RuntimeWarning, stacklevel=1)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert list(warnings.filters) == before
+
+
 def test_the_filters_inside_a_silenced_block_are_standard_and_gone_after_it() -> None:
     before = list(warnings.filters)
     with silenced(), quiet():
