@@ -5,6 +5,9 @@ shell, so a parameter value can never inject a command: ``"python train.py --opt
 ``opt = "adam; rm -rf ~"`` passes one argument ``adam; rm -rf ~`` to ``train.py``. Each trial
 runs in its own working directory holding ``params.json``, ``stdout.txt`` and ``stderr.txt``;
 the parameters are also in the environment as ``ABO_PARAMS`` (JSON) and ``ABO_TRIAL_ID``.
+Those paths are predictable, so they are created without following links: a symbolic link
+planted at one of them (or at the trial's folder), or a hard link to another file, fails the
+trial instead of having abo write through it; a plain file left by an earlier run is replaced.
 
 The result is read from the last non-empty line of stdout, or, with ``result_file``, from a
 JSON file the command writes in its working directory: a number (the value of a study's one
@@ -38,6 +41,7 @@ import os
 import re
 import shlex
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -133,9 +137,67 @@ class _Pump:
         threading.Thread(target=_end, args=(self.proc, self.grace), daemon=True).start()
 
 
-def _tail(path: Path, n: int = STDERR_TAIL) -> str:
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+
+
+class _Planted(Exception):
+    """A trial's folder or file is a link (or not what abo made): nothing is written there."""
+
+
+def _open_folder(folder: Path) -> int:
+    """A descriptor of the trial's folder, made if new; ``_Planted`` if it is a symbolic link
+    (even one swapped in after the check: opened with ``O_NOFOLLOW``) or not this user's."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
     try:
-        data = path.read_bytes()[-n:]
+        folder.mkdir()
+    except FileExistsError:
+        pass  # an earlier attempt's, or planted: judged below
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC)
+    except OSError as exc:
+        kind = "a symbolic link" if folder.is_symlink() else f"not a folder ({exc.strerror})"
+        raise _Planted(f"workdir: {folder} is {kind}; refusing to write the trial there") from None
+    info = os.fstat(fd)
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        os.close(fd)
+        raise _Planted(f"workdir: {folder} belongs to another user; refusing to write there")
+    return fd
+
+
+def _create(folder_fd: int, name: str, folder: Path) -> int:
+    """Create ``name`` in the folder for writing, never through a link: ``O_EXCL`` with
+    ``O_NOFOLLOW``. A regular file an earlier run left is removed first (removing a name
+    never touches what a link points to); a symbolic or hard link is ``_Planted``."""
+    for _ in range(2):
+        try:
+            return os.open(name, _CREATE, 0o644, dir_fd=folder_fd)
+        except FileExistsError:
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                raise _Planted(
+                    f"{name}: {folder / name} is a symbolic link; refusing to write through it"
+                ) from None
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                raise _Planted(
+                    f"{name}: {folder / name} is not a plain file of its own (a hard link or "
+                    "a special file); refusing to write to it"
+                ) from None
+            os.unlink(name, dir_fd=folder_fd)  # an earlier run's: replaced
+    raise _Planted(f"{name}: {folder / name} keeps reappearing; refusing to write to it")
+
+
+def _read(folder_fd: int, name: str) -> bytes:
+    """The bytes of ``name`` in the folder, not through a symbolic link."""
+    fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder_fd)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def _tail(folder_fd: int, name: str, n: int = STDERR_TAIL) -> str:
+    try:
+        data = _read(folder_fd, name)[-n:]
     except OSError:
         return ""
     return data.decode(errors="replace").strip()
@@ -230,21 +292,50 @@ class Command:
             else f"run-{uuid.uuid4().hex[:8]}"
         )
         folder = self.workdir / str(trial.get("study", "study")) / name
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "params.json").write_text(json.dumps(dict(params)))
         stdout_path, stderr_path = folder / "stdout.txt", folder / "stderr.txt"
+        files = {"workdir": str(folder), "stdout": str(stdout_path), "stderr": str(stderr_path)}
+        argv = self.render(params)
+        try:
+            folder_fd = _open_folder(folder)
+        except _Planted as exc:
+            raise _failure(str(exc), files) from None
+        try:
+            return self._run(params, trial, argv, folder, folder_fd, files)
+        finally:
+            os.close(folder_fd)
+
+    def _run(
+        self,
+        params: Mapping[str, Any],
+        trial: Any,
+        argv: list[str],
+        folder: Path,
+        folder_fd: int,
+        files: dict[str, str],
+    ) -> dict[str, Any]:
+        """Write the trial's files in its folder (``folder_fd``), run the command, read its
+        result."""
+        try:
+            with os.fdopen(_create(folder_fd, "params.json", folder), "w") as fh:
+                fh.write(json.dumps(dict(params)))
+            err_fd = _create(folder_fd, "stderr.txt", folder)
+            try:
+                out_fd = _create(folder_fd, "stdout.txt", folder)
+            except _Planted:
+                os.close(err_fd)
+                raise
+        except _Planted as exc:
+            raise _failure(str(exc), files) from None
         env = {
             **os.environ,
             **self.env,
             "ABO_PARAMS": json.dumps(dict(params)),
-            "ABO_TRIAL_ID": str(trial_id or ""),
+            "ABO_TRIAL_ID": str(trial.get("id") or ""),
             "ABO_WORKDIR": str(folder),
         }
-        argv = self.render(params)
-        files = {"workdir": str(folder), "stdout": str(stdout_path), "stderr": str(stderr_path)}
         start = time.time()
-        out = stdout_path.open("wb")
-        with stderr_path.open("wb") as err:
+        out = os.fdopen(out_fd, "wb")
+        with os.fdopen(err_fd, "wb") as err:
             try:
                 proc = subprocess.Popen(
                     argv,
@@ -275,28 +366,41 @@ class Command:
         if pump.problem is not None:
             raise _failure(pump.problem, files)
         if code != 0:
-            tail = _tail(stderr_path)
+            tail = _tail(folder_fd, "stderr.txt")
             raise _failure(f"exit code {code}: {tail}" if tail else f"exit code {code}", files)
         try:
-            if self.result_file is not None:
-                path = folder / self.result_file
-                if not path.exists():
-                    raise TrialFailure(f"result_file: {self.result_file} was not written")
-                result = _parse_value(path.read_text(), self.result_file)
-            else:
-                text = stdout_path.read_text(errors="replace")
-                lines = [
-                    ln
-                    for ln in text.splitlines()
-                    if ln.strip() and not ln.startswith(REPORT_PREFIX.decode())
-                ]
-                if not lines:
-                    raise TrialFailure("stdout: the command printed nothing (expected a value)")
-                result = _parse_value(lines[-1], "stdout")
+            result = self._result(folder_fd)
         except TrialFailure as exc:
             raise _failure(exc.reason, files) from None
         result.update(files, seconds=time.time() - start)
         return result
+
+    def _result(self, folder_fd: int) -> dict[str, Any]:
+        """The command's result: ``result_file``, or the last line of stdout that is not a
+        report (read without following a symbolic link the command may have left)."""
+        if self.result_file is not None:
+            try:
+                data = _read(folder_fd, self.result_file)
+            except FileNotFoundError:
+                raise TrialFailure(f"result_file: {self.result_file} was not written") from None
+            except OSError as exc:
+                raise TrialFailure(
+                    f"result_file: cannot read {self.result_file} ({exc.strerror}; a symbolic "
+                    "link is not followed)"
+                ) from None
+            return _parse_value(data.decode(errors="replace"), self.result_file)
+        try:
+            text = _read(folder_fd, "stdout.txt").decode(errors="replace")
+        except OSError as exc:  # the command replaced it (with a link: not followed)
+            raise TrialFailure(f"stdout: cannot read stdout.txt ({exc.strerror})") from None
+        lines = [
+            ln
+            for ln in text.splitlines()
+            if ln.strip() and not ln.startswith(REPORT_PREFIX.decode())
+        ]
+        if not lines:
+            raise TrialFailure("stdout: the command printed nothing (expected a value)")
+        return _parse_value(lines[-1], "stdout")
 
     @staticmethod
     def _wait(proc: subprocess.Popen[bytes], pump: _Pump, deadline: float | None) -> int | None:

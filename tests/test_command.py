@@ -227,3 +227,84 @@ def test_a_stopped_command_frees_its_worker_before_its_process_is_gone(tmp_path:
     assert third.info["started"] < ended  # before the stopped process was gone
     printed = (folder / "stdout.txt").read_text()
     assert "abo:report 1 1.9" in printed and "SIGTERM: saving a checkpoint" in printed
+
+
+@pytest.mark.parametrize("name", ["stdout.txt", "stderr.txt", "params.json"])
+def test_a_link_planted_at_a_trial_file_is_refused(tmp_path: Path, name: str) -> None:
+    """A trial's files are at predictable paths: a symbolic link planted at one must not make
+    abo write (and truncate) the file it points to."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    folder = tmp_path / "runs" / "s" / "trial-3-0"
+    folder.mkdir(parents=True)
+    (folder / name).symlink_to(victim)
+    cmd = Command(f"{PY} -c 'print(1.0)'", workdir=tmp_path / "runs")
+    with pytest.raises(TrialFailure, match=f"{name}: .* is a symbolic link; refusing") as info:
+        cmd({"x": 1.0}, trial={"study": "s", "id": 3, "attempt": 0})
+    assert victim.read_text() == "precious\n"
+    assert info.value.metadata["workdir"] == str(folder)  # type: ignore[attr-defined]
+
+
+def test_a_hard_link_planted_at_a_trial_file_is_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    folder = tmp_path / "runs" / "s" / "trial-3-0"
+    folder.mkdir(parents=True)
+    (folder / "stdout.txt").hardlink_to(victim)
+    with pytest.raises(TrialFailure, match="stdout.txt: .* is not a plain file of its own"):
+        Command(f"{PY} -c 'print(1.0)'", workdir=tmp_path / "runs")(
+            {}, trial={"study": "s", "id": 3, "attempt": 0}
+        )
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_trial_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "runs" / "s").mkdir(parents=True)
+    (tmp_path / "runs" / "s" / "trial-3-0").symlink_to(elsewhere, target_is_directory=True)
+    cmd = Command(f"{PY} -c 'print(1.0)'", workdir=tmp_path / "runs")
+    with pytest.raises(TrialFailure, match="workdir: .*trial-3-0 is a symbolic link; refusing"):
+        cmd({}, trial={"study": "s", "id": 3, "attempt": 0})
+    assert list(elsewhere.iterdir()) == []  # nothing written there
+
+
+def test_a_result_file_that_is_a_link_is_not_read(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"value": 42.0, "token": "s3cr3t"}')
+    body = f"import os; os.symlink({str(secret)!r}, 'r.json')"
+    cmd = Command(_script(tmp_path, body), workdir=tmp_path / "runs", result_file="r.json")
+    with pytest.raises(TrialFailure, match=r"result_file: cannot read r.json .*not followed"):
+        cmd({}, trial={"study": "s", "id": 1, "attempt": 0})
+
+
+def test_an_earlier_runs_files_in_the_trial_folder_are_replaced(tmp_path: Path) -> None:
+    cmd = Command(f"{PY} -c 'print({{x}})'", workdir=tmp_path)
+    first = cmd({"x": 1.0}, trial={"study": "s", "id": 2, "attempt": 0})
+    again = cmd({"x": 2.0}, trial={"study": "s", "id": 2, "attempt": 0})
+    assert (first["value"], again["value"]) == (1.0, 2.0)
+    assert Path(again["stdout"]).read_text() == "2.0\n"
+    assert json.loads((Path(again["workdir"]) / "params.json").read_text()) == {"x": 2.0}
+
+
+def test_a_planted_link_fails_only_its_trial_in_optimize(tmp_path: Path) -> None:
+    import abo
+    from abo.executors import ThreadExecutor
+    from abo.trial import TrialState
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    study = abo.create_study(
+        abo.Space({"x": abo.Float(0.0, 1.0)}), name="planted", strategy="random", seed=0
+    )
+    folder = tmp_path / "runs" / "planted" / "trial-1-0"
+    folder.mkdir(parents=True)
+    (folder / "stderr.txt").symlink_to(victim)
+    cmd = Command(f"{PY} -c 'print({{x}})'", workdir=tmp_path / "runs")
+    study.optimize(cmd, n_trials=3, executor=ThreadExecutor(1), guard=None, verbosity=0)
+    states = {t.id: t.state for t in study.trials}
+    assert states == {1: TrialState.FAILED, 2: TrialState.DONE, 3: TrialState.DONE}
+    assert "stderr.txt" in str(study.trial(1).reason) and "symbolic link" in str(
+        study.trial(1).reason
+    )
+    assert victim.read_text() == "precious\n"
