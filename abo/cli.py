@@ -200,14 +200,32 @@ def _plot_path(storage: str, name: str) -> Path:
 def run(
     study_file: Annotated[Path, typer.Argument(help="The study TOML file.")],
     resume: Annotated[
-        str | None, typer.Option(help="Continue this study (it must exist) to its budget.")
+        str | None,
+        typer.Option(help="Continue this study (it must exist, with the file's options)."),
     ] = None,
+    n_trials: Annotated[
+        int | None,
+        typer.Option(help="Trials this run adds (instead of the file's n_trials)."),
+    ] = None,
+    max_trials: Annotated[
+        int | None,
+        typer.Option(help="The study's total of finished trials (instead of the file's)."),
+    ] = None,
+    keep_stored_options: Annotated[
+        bool,
+        typer.Option(
+            help="With --resume: keep the study's stored options where the file's differ."
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option(help="Log lines only, no live display.")] = False,
     grace: Annotated[
         float, typer.Option(help="Seconds to wait for running trials on stop.")
     ] = 30.0,
 ) -> None:
     """Run the study a TOML file describes (space, objective, budget, storage, executor).
+
+    The budget: n_trials (trials each run adds) and/or max_trials (the study's total of
+    finished trials: done, failed or stopped), from the file or the flags.
 
     The summary says where the results are; `abo trials FILE`, `abo best FILE` and
     `abo plot FILE` read them back through the same file.
@@ -221,10 +239,9 @@ def run(
 
     signals.defer()  # a SIGTERM while starting up stops cleanly once the loop runs
 
-    import abo
-    from abo.config import build_executor, build_objective, load_spec
+    from abo import budget
+    from abo.config import build_executor, build_objective, load_spec, open_study
     from abo.exceptions import FailureRateExceeded
-    from abo.trial import TrialState
 
     console = make_console()
     if quiet:
@@ -232,33 +249,28 @@ def run(
     file = study_file.absolute()
     storage: str | None = None
     try:
-        spec = load_spec(study_file)
-        options = dict(spec.study)
-        n_trials = int(options.pop("n_trials"))
-        trial_timeout = options.pop("trial_timeout", None)
-        lookahead = options.pop("lookahead", "auto")
-        name = resume or options.pop("name", None)
-        options.pop("name", None)
-        storage = options.pop("storage", None)
-        if resume is not None:
-            study = abo.load_study(resume, storage=storage)
-        else:
-            study = abo.create_study(spec.space, name=name, storage=storage, **options)
+        spec = load_spec(study_file, {"n_trials": n_trials, "max_trials": max_trials})
+        trial_timeout = spec.study.get("trial_timeout")
+        lookahead = spec.study.get("lookahead", "auto")
+        name = resume or spec.study.get("name") or ""
+        storage = spec.study.get("storage")
+        study = open_study(spec, resume, keep_stored_options)
 
         def finished() -> int:
-            states = (TrialState.DONE, TrialState.FAILED, TrialState.STOPPED)
-            return sum(1 for t in study.trials if t.state in states)
+            return budget.finished(study.trials, study.spec.max_retries)
 
         done_before = finished()
-        remaining = n_trials - done_before
+        remaining = budget.trials_to_add(study, spec.n_trials, spec.max_trials)
+        total = f"/{spec.max_trials}" if spec.max_trials is not None else ""
         console.print(
             f"study [bold]{escape(study.name)}[/bold] in {escape(storage_label(storage))}: "
-            f"{done_before}/{n_trials} finished, {max(0, remaining)} to go ({study.strategy}, "
+            f"{done_before}{total} finished, {remaining} to go ({study.strategy}, "
             f"{spec.executor['kind']} executor)",
             highlight=False,
         )
         if remaining <= 0:
-            console.print("the budget is already done", highlight=False)
+            done = f"the budget is already done (max_trials = {spec.max_trials})"
+            console.print(done, highlight=False)
             return
         objective = build_objective(spec)
         executor = build_executor(spec)
@@ -318,7 +330,7 @@ def run(
         lines.append("see them with: " + _command("abo", "trials", file))
         if result.front is not None:
             lines.append("the Pareto front: " + _command("abo", "best", file))
-    if done_after < n_trials and storage is not None:
+    if done_after < done_before + remaining and storage is not None:
         lines.append("resume with: " + _command("abo", "run", file, "--resume", study.name))
     for line in lines:
         console.print(line, markup=False, highlight=False)

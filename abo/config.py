@@ -4,7 +4,8 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
 
 ``[study]``
     ``name``, ``storage`` (relative SQLite paths are relative to the file), ``n_trials`` (the
-    study's total budget of finished trials, so a resumed run completes it), ``trial_timeout``
+    trials each run adds) and/or ``max_trials`` (the study's total of finished trials, so a
+    resumed run completes it; ``abo.budget``), ``trial_timeout``
     (seconds), ``lookahead`` (trials proposed ahead: ``"auto"``, the default, sizes it from
     measured proposal and evaluation times; ``0`` for exactly reproducible runs; see
     ``abo.loop``), and every option of ``abo.create_study`` (``abo.spec.CREATE_OPTIONS``):
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from abo import budget
 from abo.exceptions import AboError, ConfigError
 
 if TYPE_CHECKING:
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
 BATCH_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor")
 EXECUTOR_KINDS = ("local", "address", "threads", *BATCH_SYSTEMS)
 # what a run needs beside the study's own options (which are abo.spec's CREATE_OPTIONS)
-RUN_KEYS = ("name", "storage", "n_trials", "trial_timeout", "lookahead")
+RUN_KEYS = ("name", "storage", "n_trials", "max_trials", "trial_timeout", "lookahead")
 
 
 def _study_keys() -> set[str]:
@@ -71,8 +73,14 @@ class RunSpec:
     executor: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def n_trials(self) -> int:
-        return int(self.study["n_trials"])
+    def n_trials(self) -> int | None:
+        """The trials each run adds (``None``: up to ``max_trials``)."""
+        return self.study.get("n_trials")
+
+    @property
+    def max_trials(self) -> int | None:
+        """The study's total of finished trials (``None``: no total)."""
+        return self.study.get("max_trials")
 
     @property
     def n_workers(self) -> int:
@@ -138,15 +146,19 @@ def locate_study(path: str | Path) -> tuple[str, str]:
     return name, storage
 
 
-def load_spec(path: str | Path) -> RunSpec:
-    """Read and check a study file; ``ConfigError`` names the first bad field."""
+def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> RunSpec:
+    """Read and check a study file; ``ConfigError`` names the first bad field. ``overrides``
+    replace ``[study]`` keys (``abo run --n-trials``/``--max-trials``; ``None`` ones are
+    left out)."""
     from abo.space import Space
 
     path = Path(path).absolute()
     data, study = _read(path)
-    n_trials = _require(study, "n_trials", "study")
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
-        raise ConfigError(f"study.n_trials: expected a positive integer, got {n_trials!r}")
+    study.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        budget.check(study.get("n_trials"), study.get("max_trials"))
+    except AboError as exc:
+        raise ConfigError(f"study.{exc}") from None
     lookahead = study.get("lookahead", "auto")
     if lookahead != "auto" and (
         isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0
@@ -231,3 +243,28 @@ def build_executor(spec: RunSpec) -> Any:
     options = dict(ex.get("options", {}))
     options.setdefault("tag", spec.study.get("name"))
     return JobQueueExecutor(system=kind, **options)
+
+
+def study_options(spec: RunSpec) -> dict[str, Any]:
+    """The ``[study]`` keys that are options of ``abo.create_study`` (not a run's keys)."""
+    return {k: v for k, v in spec.study.items() if k not in RUN_KEYS}
+
+
+def open_study(spec: RunSpec, resume: str | None = None, keep: bool = False) -> Any:
+    """The study a file describes: created (``DuplicatedStudyError`` if it exists), or with
+    ``resume`` the existing study of that name, whose stored options must equal those the file
+    gives (``OptionsConflictError`` naming each that differs, unless ``keep``: then the stored
+    ones are kept; ``abo.options_check``). The file's options are validated either way."""
+    import abo
+    from abo.options_check import KEEP, check_existing
+    from abo.spec import StudySpec
+
+    options = study_options(spec)
+    storage = spec.study.get("storage")
+    if resume is None:
+        return abo.create_study(spec.space, name=spec.study.get("name"), storage=storage, **options)
+    wanted = StudySpec.create(spec.space, **options)
+    study = abo.load_study(resume, storage=storage)
+    hint = "--keep-stored-options resumes it with them"
+    check_existing(study.name, study.spec, wanted, list(options), KEEP if keep else True, hint)
+    return study

@@ -58,7 +58,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from abo import progress, signals
+from abo import budget, progress, signals
 from abo.exceptions import (
     AboError,
     FailureRateExceeded,
@@ -553,11 +553,12 @@ def _record(study: Study, trial: Trial, report: dict[str, Any], result: Optimize
 def run(
     study: Study,
     objective: Callable[..., Any],
-    n_trials: int,
+    n_trials: int | None = None,
     n_workers: int | None = None,
     executor: Executor | None = None,
     callback: Callable[[Study, Trial], None] | None = None,
     timeout: float | None = None,
+    max_trials: int | None = None,
     trial_timeout: float | None = None,
     guard: FailureGuard | None = FailureGuard(),
     grace: float = 30.0,
@@ -565,7 +566,8 @@ def run(
     clock: Callable[[], float] = time.time,
     verbosity: int | str = "auto",
 ) -> OptimizeResult:
-    """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``).
+    """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``),
+    stopping once the study holds ``max_trials`` finished ones (``abo.budget``).
 
     ``lookahead`` (``"auto"``, or a fixed number of evaluations queued at the executor
     beyond the workers; ``0`` proposes in the driver, reproducibly): see the module's notes.
@@ -575,8 +577,7 @@ def run(
     Raises:
         FailureRateExceeded: the failure guard stopped the run (after draining it).
     """
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
-        raise AboError(f"n_trials: expected a positive integer, got {n_trials!r}")
+    budget.check(n_trials, max_trials)
     auto = lookahead == "auto"
     if not auto and (
         isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0
@@ -586,6 +587,9 @@ def run(
     level = progress.resolve(verbosity)
     if trial_timeout is not None and not trial_timeout > 0:
         raise AboError(f"trial_timeout: expected a positive number, got {trial_timeout!r}")
+    n_trials = budget.trials_to_add(study, n_trials, max_trials)
+    if n_trials == 0:  # the study holds max_trials finished trials already: nothing to start
+        return OptimizeResult(n_workers=n_workers or 0, stopped=f"max_trials={max_trials} reached")
     own = executor is None
     if executor is None:
         from abo.executors.dask import DaskExecutor

@@ -123,10 +123,11 @@ class StudyLike(Protocol):
     def optimize(
         self,
         objective: Callable[..., Any],
-        n_trials: int,
+        n_trials: int | None = None,
         n_workers: int | None = 4,
         executor: Executor | None = None,
         callback: Callable[[Any, Trial], None] | None = None,
         timeout: float | None = None,
+        max_trials: int | None = None,
         **options: Any,
     ) -> OptimizeResult: ...

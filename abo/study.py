@@ -526,11 +526,12 @@ class Study:
     def optimize(
         self,
         objective: Callable[..., Any],
-        n_trials: int,
+        n_trials: int | None = None,
         n_workers: int | None = 4,
         executor: Executor | None = None,
         callback: Callable[[Any, Trial], None] | None = None,
         timeout: float | None = None,
+        max_trials: int | None = None,
         **options: Any,
     ) -> OptimizeResult:
         """Run ``n_trials`` evaluations asynchronously, keeping ``n_workers`` busy.
@@ -542,11 +543,15 @@ class Study:
         Args:
             objective: ``params -> float`` (one objective), ``-> {outcome: float, ...}`` (any
                 other keys are kept as metadata), or an ``abo.Command``.
-            n_trials: how many trials to finish (done or failed) in this call.
+            n_trials: how many trials this call finishes (done, failed or stopped; a lost
+                trial counts through its retry), whatever the study holds already.
             n_workers: evaluations in flight at once (default: the executor's workers).
             executor: where evaluations run (see ``abo.executors``).
             callback: called with ``(study, trial)`` after each finished trial.
             timeout: stop submitting after this many seconds.
+            max_trials: the study's total: stop once it holds this many finished trials
+                (all calls together; with ``n_trials`` too, whichever comes first; see
+                ``abo.budget``). One of the two is needed.
             **options: ``trial_timeout``, ``guard`` (``abo.loop.FailureGuard`` or ``None``),
                 ``grace`` (seconds to wait for running trials when stopped), ``lookahead``
                 (evaluations proposed ahead in a background thread and queued at the
@@ -570,6 +575,7 @@ class Study:
             executor=executor,
             callback=callback,
             timeout=timeout,
+            max_trials=max_trials,
             **options,
         )
 

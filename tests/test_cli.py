@@ -82,7 +82,7 @@ def _example(tmp_path: Path, n_trials: int, kind: str = "local", sleep: float = 
     folder.mkdir()
     (folder / "objective.py").write_text((ROOT / "examples/quadratic/objective.py").read_text())
     text = (ROOT / "examples/quadratic/study.toml").read_text()
-    text = text.replace("n_trials = 16", f"n_trials = {n_trials}")
+    text = text.replace("max_trials = 16", f"max_trials = {n_trials}")
     text = text.replace('kind = "local"', f'kind = "{kind}"')
     text = text.replace("--solver {solver}", f"--solver {{solver}} --sleep {sleep}")
     (folder / "study.toml").write_text(text)

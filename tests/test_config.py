@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import abo_here
 
 import abo
-from abo.config import load_spec
+from abo.config import load_spec, open_study
 from abo.exceptions import ConfigError
 from abo.spec import CREATE_OPTIONS
 
@@ -42,10 +45,10 @@ def two(p):
 """
 
 
-def run_file(path: Path) -> None:
-    """``abo run FILE --quiet`` in the file's folder, which must succeed."""
+def run_file(path: Path, *args: str) -> None:
+    """``abo run FILE --quiet ARGS`` in the file's folder, which must succeed."""
     out = subprocess.run(
-        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet"],
+        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet", *args],
         cwd=path.parent,
         capture_output=True,
         text=True,
@@ -132,3 +135,69 @@ def test_a_study_file_with_a_fidelity_runs_it_and_counts_target_results_only(
         if args[0] == "best":
             assert '"mesh": 32' in out.stdout.replace("\n", " ")
     assert (tmp_path / "two-cost.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.fixture()
+def handlers() -> Iterator[None]:
+    """``abo run`` in this process defers SIGINT/SIGTERM (``abo.signals``): restore them."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def _trials(tmp_path: Path) -> list[abo.Trial]:
+    return abo.load_study("two", storage=f"sqlite:///{tmp_path / 'two.db'}").trials
+
+
+def test_n_trials_is_what_a_run_adds_and_max_trials_the_studys_total(
+    tmp_path: Path, handlers: None
+) -> None:
+    (tmp_path / "objective.py").write_text(OBJECTIVE)
+    path = tmp_path / "two.toml"
+    path.write_text(FILE.replace("n_trials = 4", "n_trials = 2").format(extra=""))
+    study = open_study(load_spec(path))  # as a first `abo run` of the file leaves it
+    for t in study.ask_batch(2):
+        study.tell(t.id, {"error": 0.1, "cost": 0.5})
+    run_file(path, "--resume", "two")  # adds n_trials = 2, where it used to be the total
+    assert sum(t.state is abo.TrialState.DONE for t in _trials(tmp_path)) == 4
+    full = abo_here("run", str(path), "--resume", "two", "--max-trials", "4", cwd=tmp_path)
+    assert full.returncode == 0, full.stderr
+    assert "4/4 finished, 0 to go" in full.stdout and "already done (max_trials = 4)" in full.stdout
+    neither = tmp_path / "neither.toml"
+    neither.write_text(FILE.replace("n_trials = 4", "").format(extra=""))
+    with pytest.raises(ConfigError, match=r"^study\.n_trials: give n_trials \(the trials"):
+        load_spec(neither)
+    assert load_spec(neither, {"max_trials": 3}).max_trials == 3
+    for bad in ("n_trials = 0", "max_trials = 1.5"):
+        wrong = tmp_path / "wrong.toml"
+        wrong.write_text(FILE.replace("n_trials = 4", bad).format(extra=""))
+        with pytest.raises(ConfigError, match=f"^study\\.{bad.split()[0]}: expected a positive"):
+            load_spec(wrong)
+
+
+def test_resuming_a_study_file_compares_its_options_with_the_stored_ones(
+    tmp_path: Path, handlers: None
+) -> None:
+    path = tmp_path / "two.toml"
+    path.write_text(FILE.format(extra=""))
+    study = open_study(load_spec(path))  # what `abo run` creates
+    study.tell(study.ask().id, {"error": 0.1, "cost": 0.5})
+    other = tmp_path / "other.toml"
+    text = FILE.replace('strategy = "random"', 'strategy = "auto"')
+    other.write_text(text.format(extra="lease_seconds = 60\nmax_retries = 1"))
+    run = ["run", str(other), "--resume", "two", "--max-trials", "1"]
+    out = abo_here(*run, cwd=tmp_path)
+    assert out.returncode == 1
+    error = " ".join(out.stderr.split())
+    assert "strategy: study 'two' exists with other options (" in error, error
+    assert "strategy: stored 'random', given 'auto'" in error
+    assert "lease_seconds: stored 86400.0, given 60" in error and "max_retries" not in error
+    assert "--keep-stored-options" in error
+    kept = abo_here(*run, "--keep-stored-options", cwd=tmp_path)
+    assert kept.returncode == 0 and "already done" in kept.stdout, kept.stderr
+    assert "(random, threads executor)" in kept.stdout  # the stored strategy
+    other.write_text(FILE.format(extra="lease_seconds = -1"))
+    invalid = abo_here(*run, "--keep-stored-options", cwd=tmp_path)
+    assert invalid.returncode == 1 and "lease_seconds: expected a positive" in invalid.stderr
+    assert len(_trials(tmp_path)) == 1

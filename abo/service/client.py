@@ -494,15 +494,17 @@ class RemoteStudy:
     def optimize(
         self,
         objective: Callable[..., Any],
-        n_trials: int,
+        n_trials: int | None = None,
         n_workers: int | None = 4,
         executor: Executor | None = None,
         callback: Callable[[Any, Trial], None] | None = None,
         timeout: float | None = None,
+        max_trials: int | None = None,
         **options: Any,
     ) -> OptimizeResult:
-        """Run ``n_trials`` evaluations asynchronously against the service, exactly as
-        ``abo.Study.optimize`` does locally; evaluations run where ``executor`` puts them."""
+        """Run ``n_trials`` evaluations asynchronously against the service (or up to the
+        study's total ``max_trials``), exactly as ``abo.Study.optimize`` does locally;
+        evaluations run where ``executor`` puts them."""
         from abo.loop import run
 
         if executor is not None and n_workers == 4:
@@ -515,6 +517,7 @@ class RemoteStudy:
             executor=executor,
             callback=callback,
             timeout=timeout,
+            max_trials=max_trials,
             **options,
         )
 

@@ -152,7 +152,7 @@ def _study_file(tmp_path: Path, n_trials: int, epochs: int) -> Path:
     text = (EXAMPLE / "study.toml").read_text()
     assert 'command = "{python} ' in text  # the interpreter running abo, venv or not
     for old, new in [
-        ("n_trials = 30", f"n_trials = {n_trials}"),
+        ("max_trials = 30", f"max_trials = {n_trials}"),
         ("--epochs 20", f"--epochs {epochs}"),
         ("max_step = 20", f"max_step = {epochs}"),
     ]:

@@ -31,10 +31,10 @@ def test_the_study_file_finds_a_front_of_loss_against_time(tmp_path: Path) -> No
         shutil.copytree(ROOT / "examples" / folder, tmp_path / folder)
     toml = tmp_path / "multiobjective" / "study.toml"
     text = toml.read_text()
-    assert "n_trials = 24" in text
+    assert "max_trials = 24" in text
     epochs = 'epochs = { type = "int", low = 4, high = 40 }'
     assert epochs in text
-    text = text.replace("n_trials = 24", "n_trials = 13")  # the design, then 3 more
+    text = text.replace("max_trials = 24", "max_trials = 13")  # the design, then 3 more
     toml.write_text(text.replace(epochs, epochs.replace("40", "10")))  # shorter training runs
     out = _abo("run", str(toml), "--quiet", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
