@@ -147,7 +147,7 @@ def finish(
             )
             tx.replace(trial, new)
             return tx.trial(trial_id)
-        return _repeat(tx, trial, state, values, info)
+        return _repeat(tx, trial, state, values, info, reason)
 
 
 def _annotate(
@@ -172,6 +172,7 @@ def _repeat(
     state: TrialState,
     values: dict[str, float],
     info: Mapping[str, Any] | None,
+    reason: str | None = None,
 ) -> Trial:
     """A finish for a trial that is no longer running: no-op, late result, or an error."""
     if trial.state is TrialState.LOST:
@@ -195,6 +196,12 @@ def _repeat(
                 "reported after that is not recorded"
             )
         return trial
+    same_state = state is TrialState.FAILED and trial.state is TrialState.FAILED
+    if same_state and (reason or "") != (trial.reason or ""):
+        raise TrialStateError(
+            f"reason: trial {trial.id} already failed ({trial.reason!r}); refusing another "
+            f"reason {reason!r}"
+        )
     if state is trial.state and (state is TrialState.FAILED or trial.values == values):
         return trial  # an identical repeat (a retried request): nothing changes
     if trial.state is TrialState.DONE and state is TrialState.DONE:

@@ -22,12 +22,17 @@ Example:
 
 from __future__ import annotations
 
+import math
+import sys
+
 import torch
 from botorch.utils.multi_objective.box_decompositions.dominated import (
     DominatedPartitioning,
 )
 from botorch.utils.multi_objective.pareto import is_non_dominated
 from torch import Tensor
+
+from abo.exceptions import AboError
 
 REF_MARGIN = 0.1
 """How far beyond the worst initial utility the reference point lies, as a share of its range."""
@@ -56,9 +61,34 @@ def reference_point(U: Tensor, n_initial: int) -> Tensor:
 
 def hypervolume(U: Tensor, ref: Tensor) -> float:
     """The volume dominated by ``n x m`` utilities and bounded below by ``ref`` (rows that do
-    not strictly beat ``ref`` in every objective add nothing)."""
+    not strictly beat ``ref`` in every objective add nothing).
+
+    Raises:
+        AboError: the volume is beyond the float range (about 1.8e308); the message gives its
+            order of magnitude. It is never returned as ``inf`` (JSON would carry ``null``).
+    """
     inside = U[(U > ref).all(dim=-1)]
     if inside.shape[0] == 0:
         return 0.0
     front = inside[pareto_mask(inside)]
-    return float(DominatedPartitioning(ref_point=ref.to(front), Y=front).compute_hypervolume())
+    volume = float(DominatedPartitioning(ref_point=ref.to(front), Y=front).compute_hypervolume())
+    if math.isfinite(volume):
+        return volume
+    return _scaled_hypervolume(front, ref.to(front))
+
+
+def _scaled_hypervolume(front: Tensor, ref: Tensor) -> float:
+    """The hypervolume of a front whose spans (or volume) overflow a float: measured with each
+    objective divided by its largest magnitude, then scaled back in log space."""
+    scale = torch.maximum(front.abs().max(dim=0).values, ref.abs())  # m, finite and > 0
+    unit = DominatedPartitioning(ref_point=ref / scale, Y=front / scale).compute_hypervolume()
+    if float(unit) <= 0.0:
+        return 0.0
+    log10 = math.log10(float(unit)) + float(torch.log10(scale).sum())
+    if log10 < math.log10(sys.float_info.max):
+        return float(10.0**log10)
+    raise AboError(
+        f"hypervolume: about 1e{math.floor(log10)}, beyond the float range (1.8e308); "
+        "measure it from a reference point nearer the front, or rescale the objectives",
+        field="hypervolume",
+    )

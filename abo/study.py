@@ -410,8 +410,9 @@ class Study:
     ) -> Trial:
         """Mark a running trial ``failed``: its parameters caused the failure.
 
-        Failing it again is a no-op; failing a trial that is done or already ``lost`` is a
-        ``TrialStateError`` (a lost trial's parameters live on in its retry).
+        Failing it again with the same reason is a no-op, with another reason a
+        ``TrialStateError`` (the first reason stays); failing a trial that is done or already
+        ``lost`` is a ``TrialStateError`` (a lost trial's parameters live on in its retry).
         """
         trial_id = _check_trial_id(trial_id)
         user = _check_mapping(metadata, "metadata")

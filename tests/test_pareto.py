@@ -7,6 +7,7 @@ import itertools
 import pytest
 import torch
 
+from abo.exceptions import AboError
 from abo.pareto import REF_MARGIN, hypervolume, pareto_mask, reference_point
 
 
@@ -63,3 +64,16 @@ def test_hypervolume_never_falls_as_points_are_added(m: int) -> None:
     volumes = [hypervolume(U[:k], ref) for k in range(1, 16)]
     assert all(b >= a - 1e-12 for a, b in itertools.pairwise(volumes))
     assert volumes[-1] > volumes[0]
+
+
+def test_a_hypervolume_beyond_the_float_range_raises_and_a_wide_finite_one_is_measured() -> None:
+    """Spans that overflow a float are measured scaled; a volume that does is an error naming
+    its magnitude, never ``inf`` (which JSON carried as ``null``)."""
+    U = torch.tensor([[1e308, 1.0]], dtype=torch.double)
+    wide = hypervolume(U, torch.tensor([-1e308, 0.5], dtype=torch.double))
+    assert wide == pytest.approx(1e308)  # a span of 2e308 times 0.5
+    with pytest.raises(AboError, match=r"hypervolume: about 1e616, beyond the float range"):
+        huge = torch.tensor([[1e308, 1e308]], dtype=torch.double)
+        hypervolume(huge, torch.tensor([-1e308, -1e308], dtype=torch.double))
+    small = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.double)
+    assert hypervolume(small, torch.tensor([-1.0, -1.0]).double()) == pytest.approx(3.0)

@@ -15,10 +15,13 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
-from collections.abc import AsyncIterator, Iterable
+import signal
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
@@ -34,9 +37,10 @@ from abo.exceptions import AboError, DuplicatedStudyError, StorageError
 from abo.options_check import check_options
 from abo.outcomes import outcomes_to_json
 from abo.service.asks import check_ask_info
-from abo.service.auth import TokenSet
+from abo.service.auth import TokenSet, read_tokens
 from abo.service.errors import AsksBackedUp, abo_error_response, error_response
-from abo.service.middleware import AuthMiddleware, BodyLimitMiddleware
+from abo.service.limits import check_space_cost
+from abo.service.middleware import AuthMiddleware, BodyLimitMiddleware, WriteRecorder
 from abo.service.state import CREATED_HEADER, ServiceState
 from abo.space import Space
 from abo.spec import CREATE_OPTIONS, StudySpec
@@ -178,6 +182,7 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
         if found is not None:
             response.status_code = 200
             return found
+        check_space_cost(space)  # a new study: bound what its asks may cost
         study = abo.create_study(
             space,
             name=body.name,
@@ -195,7 +200,7 @@ def _routes(state: ServiceState) -> APIRouter:  # noqa: C901 - one small functio
     @r.delete("/studies/{name}", status_code=204, tags=["studies"])
     def delete_study(name: StudyName, created: Created = None) -> Response:
         """Delete a study with all its trials; its other users get 404 from then on."""
-        expected = state.study(name, created).record if created is not None else None
+        expected = state.study(name, created).record if created is not None else state.load(name)
         state.storage.delete_study(name, expected)
         state.forget(name)
         return Response(status_code=204)
@@ -395,6 +400,16 @@ def _positive(name: str, value: Any, kind: type = int) -> None:
         raise AboError(f"{name}: expected a positive {kind.__name__}, got {value!r}")
 
 
+def _on_sighup(callback: Callable[[], None]) -> bool:
+    """Call ``callback`` on SIGHUP (the token file's reload); ``False`` where the event loop
+    cannot take signals (not the main thread, or Windows)."""
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, callback)
+    except (AttributeError, NotImplementedError, RuntimeError, ValueError):
+        return False
+    return True
+
+
 def _validation_error(exc: RequestValidationError) -> JSONResponse:
     """422 naming the field (and, inside a JSON object, the path to the offending value)."""
     first = exc.errors()[0] if exc.errors() else {}
@@ -420,12 +435,17 @@ def create_app(
     max_waiting_asks: int = DEFAULT_MAX_WAITING_ASKS,
     max_ask_batch: int = DEFAULT_MAX_ASK_BATCH,
     ask_threads: int = 4,
+    token_file: str | FilePath | None = None,
 ) -> FastAPI:
     """The service on ``storage_url`` (SQLite file or PostgreSQL URL).
 
     Args:
         storage_url: where studies live; ``sqlite://`` keeps them in memory.
-        token: one bearer token or several; ``None`` turns auth off (bind loopback only).
+        token: one bearer token or several; ``None`` (and no ``token_file``) turns auth off
+            (bind loopback only).
+        token_file: a file of tokens, one a line, followed while serving: a token removed
+            from it stops working (with its sessions) at the next request; SIGHUP reads it
+            at once. Accepted beside ``token``.
         max_body_bytes: larger request bodies are refused with 413.
         body_timeout: seconds a request's body may take to arrive; later is 408.
         max_waiting_asks: asks that may wait for a proposal round (all studies together);
@@ -445,7 +465,9 @@ def create_app(
     _positive("max_waiting_asks", max_waiting_asks)
     _positive("max_ask_batch", max_ask_batch)
     _positive("ask_threads", ask_threads)
-    tokens = TokenSet([token] if isinstance(token, str) else (token or []))
+    if token_file is not None:
+        read_tokens(token_file, env=False)  # AboError now for a missing or empty file
+    tokens = TokenSet([token] if isinstance(token, str) else (token or []), token_file)
     storage = open_storage(storage_url)
     try:
         storage.check_writable()
@@ -455,7 +477,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        reload_on_hangup = token_file is not None and _on_sighup(tokens.reload)
         yield
+        if reload_on_hangup:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         state.asks.close()  # no new proposal rounds once the server stops
 
     app = FastAPI(
@@ -471,6 +496,8 @@ def create_app(
 
     @app.exception_handler(AboError)
     async def _on_abo(_request: Request, exc: AboError) -> JSONResponse:
+        if isinstance(exc, StorageError):  # for /readyz: the storage failed a request
+            state.health.failed(str(exc).split("[SQL:", 1)[0].rstrip())
         return abo_error_response(exc)
 
     @app.exception_handler(AsksBackedUp)
@@ -499,17 +526,32 @@ def create_app(
         "/readyz",
         response_model=s.Ready,
         tags=["health"],
-        responses={503: {"model": s.ErrorBody, "description": "Storage cannot be written"}},
+        responses={
+            503: {
+                "model": s.ErrorBody,
+                "description": "Storage cannot be written, or most recent writes failed",
+            }
+        },
     )
-    def readyz() -> s.Ready:
-        """The storage can be written now (a real, empty write; no auth needed), and how many
-        asks wait for a proposal round."""
-        state.storage.check_writable()
+    def readyz() -> s.Ready | JSONResponse:
+        """The storage can be written now (a real, empty write; no auth needed) and most of
+        the service's recent writes succeeded (``abo.service.health``: a probe may fit where
+        a trial does not), and how many asks wait for a proposal round."""
+        try:
+            state.storage.check_writable()
+        except StorageError as exc:
+            state.health.failed(str(exc))
+            return abo_error_response(exc)
+        state.health.succeeded()
+        problem = state.health.problem()
+        if problem is not None:
+            return error_response(503, "storage_unavailable", problem, None)
         return s.Ready(status="ready", asks_waiting=state.asks.waiting)
 
     app.include_router(_routes(state))
     app.include_router(analysis_routes(state), prefix=API, responses=_ERROR_RESPONSES)
     app.include_router(dashboard_routes())
+    app.add_middleware(WriteRecorder, health=state.health, prefix=API)
     app.add_middleware(BodyLimitMiddleware, limit=max_body_bytes, timeout=float(body_timeout))
     app.add_middleware(AuthMiddleware, tokens=tokens)  # added last: runs first
     return app

@@ -9,6 +9,12 @@ at a time). A round takes the asks waiting (up to ``max_batch`` trials), makes o
 same ``client_id`` first gets back the running trials it already holds (Vizier semantics).
 Beyond ``max_waiting`` waiting asks a new one is refused at once (``AsksBackedUp``: 503 with
 a Retry-After estimated from the recent rounds) instead of hanging.
+
+Fair between studies: after each round a study's line queues again behind the other studies'
+lines, so a study whose proposals are slow (a large space) never holds a thread for more than
+one round while others wait; and once the limit is reached, an ask is still accepted for a
+study holding less than its share of it (``max_waiting`` over the studies with asks), so one
+study's backlog cannot turn every other study's asks away.
 """
 
 from __future__ import annotations
@@ -86,12 +92,23 @@ class AskLines:
         rounds_ahead = self._waiting // max(1, self.max_batch) + 1
         return max(1, min(120, math.ceil(self._round_seconds * rounds_ahead)))
 
+    def _full(self, line: _Line | None) -> bool:
+        """Whether a new ask for ``line``'s study must be refused: the limit is reached and
+        that study holds at least its fair share of it (so a study with many waiting asks
+        cannot lock the others out; the total never exceeds twice the limit)."""
+        if self._waiting < self.max_waiting:
+            return False
+        mine = len(line.wants) if line is not None else 0
+        active = len(self._lines) + (line is None)
+        fair = self.max_waiting // max(1, active)
+        return mine >= fair or self._waiting >= 2 * self.max_waiting
+
     def submit(self, study: Study, want: AskWant) -> Future[list[Trial]]:
         """Queue ``want`` for ``study``'s next round; its future gets the trials."""
         with self._lock:
-            if self._waiting >= self.max_waiting:
-                raise AsksBackedUp(self._waiting, self.max_waiting, self.retry_after())
             line = self._lines.get(study)
+            if self._full(line):
+                raise AsksBackedUp(self._waiting, self.max_waiting, self.retry_after())
             if line is None:
                 line = self._lines[study] = _Line(study)
             line.wants.append(want)
@@ -123,23 +140,29 @@ class AskLines:
         return batch
 
     def _drain(self, line: _Line) -> None:
-        while True:
-            with self._lock:
-                batch = self._take(line)
-                if not batch:
-                    line.busy = False
-                    self._lines.pop(line.study, None)
-                    return
-            start = time.monotonic()
-            try:
-                shares = self._round(line.study, batch)
-            except BaseException as exc:  # noqa: BLE001 - every asker of the round gets it
-                for want in batch:
-                    _settle(want.future, exception=exc)
-            else:
-                for want, trials in zip(batch, shares, strict=True):
-                    _settle(want.future, result=trials)
-            self._round_seconds = 0.7 * self._round_seconds + 0.3 * (time.monotonic() - start)
+        """One round for ``line``; if more asks wait on it, the line queues again behind the
+        other studies' lines (round robin: a study whose rounds are slow holds at most one
+        thread, and only for one round at a time)."""
+        with self._lock:
+            batch = self._take(line)
+            if not batch:
+                line.busy = False
+                self._lines.pop(line.study, None)
+                return
+        start = time.monotonic()
+        try:
+            shares = self._round(line.study, batch)
+        except BaseException as exc:  # noqa: BLE001 - every asker of the round gets it
+            for want in batch:
+                _settle(want.future, exception=exc)
+        else:
+            for want, trials in zip(batch, shares, strict=True):
+                _settle(want.future, result=trials)
+        self._round_seconds = 0.7 * self._round_seconds + 0.3 * (time.monotonic() - start)
+        try:
+            self._pool.submit(self._drain, line)
+        except RuntimeError:  # shut down: the waiting asks are left unanswered
+            pass
 
     def _round(self, study: Study, batch: list[AskWant]) -> list[list[Trial]]:
         """One ``ask_batch`` for every ask of ``batch``; each ask's trials, in order."""

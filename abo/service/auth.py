@@ -5,9 +5,11 @@ send ``Authorization: Bearer <token>``. A browser opening the dashboard posts it
 ``/login`` and gets an HttpOnly, SameSite=Strict session cookie that does not hold the token:
 its value is an expiry time and an HMAC of the token's digest and that time under a key drawn
 at random when the process starts. Nobody can recover the token from it, it works only with
-the process that issued it (a restart signs everyone out, so a token removed from the token
-file stops working for browsers too), and it expires after ``SESSION_SECONDS``. Failed logins
-are limited per client address (``LoginLimiter``).
+the process that issued it (a restart signs everyone out), only while its token is accepted (a
+token removed from the token file ends its sessions at once: ``TokenSet`` follows the file),
+and it expires after ``SESSION_SECONDS``. Failed logins are limited per client address
+(``LoginLimiter``): the address the packets came from, unless the operator names a proxy
+(``abo serve --forwarded-allow-ips``); a correct token is never refused.
 """
 
 from __future__ import annotations
@@ -38,24 +40,68 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-class TokenSet:
-    """The accepted tokens, as digests; an empty set means auth is off."""
+def _cleaned(tokens: Iterable[str]) -> list[str]:
+    return [t.strip() for t in tokens if t and t.strip()]
 
-    def __init__(self, tokens: Iterable[str] = ()) -> None:
-        cleaned = [t.strip() for t in tokens if t and t.strip()]
-        self._digests = [_digest(t) for t in cleaned]
+
+class TokenSet:
+    """The accepted tokens, as digests; an empty set means auth is off.
+
+    With a ``token_file`` the set follows the file: each check compares the file's
+    modification time, size and inode with the last read (one ``stat``) and reads it again
+    when they changed, and ``reload()`` (on SIGHUP under ``abo serve``) reads it at once. A
+    token removed from the file stops working at the next request, and so do the session
+    cookies signed for it. A file that cannot be read, or holds no token, leaves only the
+    ``tokens`` given beside it (``ABO_TOKEN``): auth never turns off by accident.
+    """
+
+    def __init__(self, tokens: Iterable[str] = (), token_file: str | Path | None = None) -> None:
+        self._fixed = [_digest(t) for t in _cleaned(tokens)]
+        self._file = Path(token_file) if token_file is not None else None
+        self._stamp: tuple[int, int, int] | None = None
+        self._digests = list(self._fixed)
+        self._lock = threading.Lock()
         self._key = secrets.token_bytes(32)  # per process: a restart ends every session
+        if self._file is not None:
+            self.reload()
 
     def __bool__(self) -> bool:
-        return bool(self._digests)
+        return self._file is not None or bool(self._fixed)
+
+    def _current(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self._file) if self._file is not None else None
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino) if st is not None else None
+
+    def reload(self) -> None:
+        """Read the token file again now (the tokens given beside it always stay)."""
+        if self._file is None:
+            return
+        with self._lock:
+            self._stamp = self._current()
+            try:
+                lines = self._file.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                lines = []  # unreadable: none of its tokens is accepted
+            listed = [ln for ln in lines if not ln.startswith("#")]  # as read_tokens
+            self._digests = self._fixed + [_digest(t) for t in _cleaned(listed)]
+
+    def _refresh(self) -> list[bytes]:
+        """The digests, read again first if the token file changed since the last read."""
+        if self._file is not None and self._current() != self._stamp:
+            self.reload()
+        return self._digests
 
     def check(self, token: str | None) -> bool:
         """True when ``token`` is one of the accepted ones (constant time per token)."""
+        digests = self._refresh()
         if token is None:
             return False
         given = _digest(token)
         ok = False
-        for d in self._digests:  # no early exit: the time does not say which one matched
+        for d in digests:  # no early exit: the time does not say which one matched
             ok |= hmac.compare_digest(given, d)
         return ok
 
@@ -76,7 +122,7 @@ class TokenSet:
         if not stamp.isdigit() or len(stamp) > 12 or int(stamp) < (now or time.time()):
             return False
         ok = False
-        for d in self._digests:
+        for d in self._refresh():  # a token removed from the file: its sessions end too
             ok |= hmac.compare_digest(mac.encode(), self._mac(d, int(stamp)).encode())
         return ok
 

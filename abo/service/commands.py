@@ -20,6 +20,8 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -54,6 +56,18 @@ def make_console(stderr: bool = False, min_width: int | None = None) -> Console:
 
 
 err = make_console(stderr=True)
+
+
+@contextmanager
+def working(text: str) -> Iterator[Callable[[str], None]]:
+    """A spinner and ``text`` on standard error while a slow step runs, where that is a
+    terminal (nothing in a log); yields a function that says the next step instead."""
+    console = make_console(stderr=True)
+    if not console.is_terminal:
+        yield lambda _: None
+        return
+    with console.status(f"{text}...") as status:
+        yield lambda step: status.update(f"{step}...")
 
 
 def print_error(message: object, label: str = "error") -> None:
@@ -412,8 +426,19 @@ def serve(
         int | None,
         typer.Option(help="Asks that may wait for proposals at once (503 busy after; 256)."),
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Addresses of the reverse proxy whose X-Forwarded-For/-Proto to trust "
+            "(comma-separated, or '*'). Default: none, so clients are known by the address "
+            "their packets come from.",
+        ),
+    ] = None,
 ) -> None:
-    """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/)."""
+    """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/).
+
+    The token file is followed while serving: a token removed from it stops working at the
+    next request (and its browser sessions end); SIGHUP reads the file at once."""
     from abo.service.auth import TokenSet, check_bind, read_tokens
 
     try:
@@ -432,7 +457,10 @@ def serve(
         options["body_timeout"] = body_timeout
     if max_waiting_asks is not None:
         options["max_waiting_asks"] = max_waiting_asks
-    app = _run(lambda: create_app(storage, token=tokens, **options))
+    if token_file is not None:  # followed while serving; ABO_TOKEN stays fixed
+        options["token_file"] = token_file
+    fixed = read_tokens(None) if token_file is not None else tokens
+    app = _run(lambda: create_app(storage, token=fixed, **options))
     auth = f"{len(tokens)} token(s)" if tokens else "no auth (loopback only)"
     shown = f"[{bind_host}]" if ":" in bind_host else bind_host
     err.print(
@@ -440,7 +468,14 @@ def serve(
         "dashboard at /, API at /docs",
         highlight=False,
     )
-    uvicorn.run(app, host=bind_host, port=port, log_level=log_level)
+    uvicorn.run(
+        app,
+        host=bind_host,
+        port=port,
+        log_level=log_level,
+        proxy_headers=bool(forwarded_allow_ips),  # else uvicorn trusts 127.0.0.1's headers
+        forwarded_allow_ips=forwarded_allow_ips or None,
+    )
 
 
 def studies(
@@ -643,9 +678,10 @@ def plot(
     fidelity = found.spec.fidelity_of
     counts = fidelity.at_target if fidelity is not None else None  # results: at the target
     if kind in ANALYSES:
-        from abo.analysis_plots import draw
+        with working("loading the model's libraries") as say:
+            from abo.analysis_plots import draw
 
-        _run(lambda: draw(kind.value, found.spec, listed, path, name, params, objective))
+            _run(lambda: draw(kind.value, found.spec, listed, path, name, params, objective, say))
         typer.echo(str(path))
         return
     if kind is Kind.pareto and len(objectives) < 2:

@@ -4,7 +4,8 @@ files (no CDN), so they work on a cluster without internet access.
 The dashboard (HTML + JS + inline SVG) polls the JSON API at ``/``. ``/docs`` is Swagger UI
 from the vendored ``swagger-ui-dist`` files in ``static/swagger``. With auth on, a browser
 posts its token once to ``/login`` and keeps a session cookie (``abo.service.auth``) that does
-not hold the token; failed logins are limited per client address (429 with Retry-After).
+not hold the token; failed logins are limited per client address (429 with Retry-After), a
+correct token always gets in.
 """
 
 from __future__ import annotations
@@ -91,22 +92,23 @@ def dashboard_routes() -> APIRouter:
 
     @r.post("/login")
     async def login(request: Request) -> Response:
-        """Trade a token for a session cookie; at most ``limiter.attempts`` failures per
-        client address a minute (the address as uvicorn reports it: behind a proxy it
-        trusts, the forwarded one)."""
+        """Trade a token for a session cookie. A correct token always gets in; after
+        ``limiter.attempts`` wrong ones a minute from one client address, further wrong ones
+        are 429. The address is the one the packets came from (uvicorn trusts a proxy's
+        ``X-Forwarded-For`` only from the addresses ``--forwarded-allow-ips`` names)."""
         address = request.client.host if request.client else "unknown"
-        wait = limiter.retry_after(address)
-        if wait is not None:
-            return login_page(
-                429,
-                f"Too many failed sign-ins from your address; try again in {wait} s.",
-                headers={"Retry-After": str(wait)},
-            )
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         token = (form.get("token") or [""])[0].strip()
         next_path = (form.get("next") or ["/"])[0]
         tokens = request.app.state.tokens
         if not tokens or not tokens.check(token):
+            wait = limiter.retry_after(address)
+            if wait is not None:  # not counted: the limit stays ``attempts`` a window
+                return login_page(
+                    429,
+                    f"Too many failed sign-ins from your address; try again in {wait} s.",
+                    headers={"Retry-After": str(wait)},
+                )
             limiter.failed(address)
             return login_page(401, "That token is not valid.", next_path)
         response = RedirectResponse(next_path if next_path in NEXT_PATHS else "/", 303)
@@ -116,9 +118,9 @@ def dashboard_routes() -> APIRouter:
             max_age=SESSION_SECONDS,
             httponly=True,
             samesite="strict",
-            # HTTPS as uvicorn sees it: TLS of its own, or X-Forwarded-Proto from a proxy it
-            # trusts (--forwarded-allow-ips, 127.0.0.1 by default); a header from anyone else
-            # is ignored by uvicorn, so a client cannot talk the server out of Secure.
+            # HTTPS as uvicorn sees it: TLS of its own, or X-Forwarded-Proto from a proxy
+            # the operator named (--forwarded-allow-ips; none by default); a header from
+            # anyone else is ignored, so a client cannot talk the server out of Secure.
             secure=request.url.scheme == "https",
         )
         return response

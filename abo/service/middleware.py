@@ -1,4 +1,5 @@
-"""ASGI middleware of the service: bearer-token auth, and a size limit and deadline on bodies."""
+"""ASGI middleware of the service: bearer-token auth, a size limit and deadline on bodies, and
+the record of committed writes that ``/readyz`` reads."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from abo.service.auth import COOKIE, OPEN_PATHS, TokenSet, bearer
 from abo.service.errors import error_response
+from abo.service.health import WriteHealth
 
 HTML_LOGIN_PATHS = frozenset({"/", "/docs"})
 
@@ -113,3 +115,32 @@ class BodyLimitMiddleware:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class WriteRecorder:
+    """Counts each committed write (a 2xx answer to a POST or DELETE of the API) as a success
+    for ``/readyz`` (``abo.service.health``); the storage errors are counted where they are
+    answered (the app's error handler)."""
+
+    def __init__(self, app: ASGIApp, health: WriteHealth, prefix: str) -> None:
+        self.app = app
+        self.health = health
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        writes = (
+            scope["type"] == "http"
+            and scope["method"] in ("POST", "DELETE")
+            and scope["path"].startswith(self.prefix)
+            and not scope["path"].endswith("/hypervolume")  # a POST that only reads
+        )
+        if not writes:
+            await self.app(scope, receive, send)
+            return
+
+        async def record(message: Message) -> None:
+            if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
+                self.health.succeeded()
+            await send(message)
+
+        await self.app(scope, receive, record)

@@ -11,7 +11,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    create_model,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from abo.spec import OPTIONS
@@ -52,8 +60,42 @@ def _checked_json(value: Any) -> Any:
 Json = Annotated[dict[str, Any], AfterValidator(_checked_json)]
 
 
+def _float_overflow(value: Any) -> str | None:
+    """The path to the first integer in ``value`` that no float can hold (``10**400``,
+    ``2**1024``), or ``None``. Iterative: safe at any depth (bodies are bounded in bytes)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            try:
+                float(item)
+            except OverflowError:
+                return path
+        elif isinstance(item, dict):
+            stack += [(v, f"{path}.{k}" if path else str(k)) for k, v in item.items()]
+        elif isinstance(item, list):
+            stack += [(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(item)]
+    return None
+
+
 class _Request(BaseModel):
+    """A request body: unknown fields, non-finite numbers and integers beyond the float
+    range are refused, the latter anywhere in the body (``1e400`` is refused as ``inf``;
+    ``10**400`` written out as digits is refused the same way, naming its path)."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_huge_integers(cls, data: Any) -> Any:
+        path = _float_overflow(data)
+        if path is not None:
+            raise PydanticCustomError(
+                NON_FINITE,
+                "must be a finite number, got an integer beyond the float range (+-1.8e308)",
+                {"path": path},
+            )
+        return data
 
 
 class StudyCreateBase(_Request):
@@ -171,8 +213,8 @@ class ReportRequest(_Request):
     """A running trial's intermediate value: ``value`` after ``step`` (steps increase; the
     same step and value again is a no-op)."""
 
-    step: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)]
-    value: Annotated[float, Field(allow_inf_nan=False, strict=False)]
+    step: Annotated[float, Field(ge=0, allow_inf_nan=False)]  # strict: "3" is refused
+    value: Annotated[float, Field(allow_inf_nan=False)]  # as tell refuses strings
 
 
 class ReportItem(BaseModel):

@@ -19,7 +19,8 @@ from starlette.concurrency import run_in_threadpool
 
 from abo.exceptions import StudyNotFoundError
 from abo.service.asks import AskLines, AskWant
-from abo.storage import Storage
+from abo.service.health import WriteHealth
+from abo.storage import Storage, StudyRecord
 from abo.study import Study
 from abo.trial import Trial
 
@@ -44,11 +45,21 @@ class ServiceState:
     ) -> None:
         self.storage = storage
         self.asks = AskLines(max_waiting_asks, max_ask_batch, ask_threads)
+        self.health = WriteHealth()
         self._studies: dict[str, Study] = {}
         self._lock = threading.Lock()
 
     def _open(self, record: Any) -> Study:
         return Study(self.storage, record, refit="background")
+
+    def load(self, name: str) -> StudyRecord:
+        """The storage's record of the study called ``name``; ``StudyNotFoundError`` naming
+        only that name (the storage's own message lists other studies: a service tells a
+        client nothing about studies it did not ask for)."""
+        try:
+            return self.storage.load_study(name)
+        except StudyNotFoundError:
+            raise StudyNotFoundError(f"name: no study called {name!r}", field="name") from None
 
     def study(self, name: str, created: float | None = None) -> Study:
         """The study called ``name``; with ``created``, only if it is the one created then
@@ -56,7 +67,7 @@ class ServiceState:
         with self._lock:
             study = self._studies.get(name)
         if study is None or (created is not None and study.record.created_at != created):
-            current = self.storage.load_study(name)  # StudyNotFoundError: none of that name
+            current = self.load(name)  # StudyNotFoundError: none of that name
             if study is None or current.created_at != study.record.created_at:
                 fresh = self._open(current)  # none cached, or the cached one is stale
                 with self._lock:

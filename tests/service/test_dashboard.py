@@ -616,3 +616,35 @@ def test_a_conditional_study_draws_inactive_parameters_below_their_axes(
             "data-points"
         ) == str(len(sgd))
         assert errors == []
+
+
+MARKUP = '<img src=x onerror="window.__xss=1">'
+
+
+@pytest.mark.slow
+def test_parameter_names_and_values_with_markup_are_shown_as_text(
+    server: Server, api: httpx.Client, study_name: str
+) -> None:
+    """Names and choices are the user's text: the page shows them, never runs or renders them
+    as HTML (a name holding an ``<img onerror>`` would run script in an operator's browser)."""
+    _chromium()
+    space = abo.Space(
+        {MARKUP: abo.Float(0.0, 1.0), "<b>kind</b>": abo.Categorical(["<i>a</i>", "b"])}
+    )
+    body = {"name": study_name, "space": space.to_json(), "strategy": "random", "seed": 0}
+    assert api.post("/studies", json=body).status_code == 201
+    for t in api.post(f"/studies/{study_name}/ask", json={"count": 4}).json()["trials"]:
+        value = t["params"][MARKUP]
+        told = api.post(f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": value})
+        assert told.status_code == 200
+    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+        _wait(page, "document.querySelectorAll('#trials-table tbody tr').length === 4")
+        _wait(page, "document.querySelectorAll('#parallel svg polyline.pc').length === 4")
+        assert page.evaluate("window.__xss") is None  # the onerror never ran
+        assert page.locator("img").count() == 0
+        assert page.locator("b, i").count() == page.locator("main b, main i").count() == 0
+        text = page.locator("body").inner_text()
+        assert MARKUP in text and "<b>kind</b>" in text
+        header = page.locator("#trials-table thead").inner_text()
+        assert MARKUP in header and "<b>kind</b>" in header
+        assert not errors, errors
