@@ -230,3 +230,62 @@ def test_an_export_into_a_file_that_is_not_a_database_is_one_line(tmp_path: Path
     with pytest.raises(abo.AboError, match="optuna_storage: .*g.db") as err:
         to_optuna(study, f"sqlite:///{garbage}")
     assert "\n" not in str(err.value) and "SELECT" not in str(err.value)
+
+
+def _add_trial(study: optuna.Study, params: dict, value: float) -> None:
+    d = optuna.distributions
+    dists = {"n": d.IntDistribution(1, 3), "u": d.IntDistribution(1, 10),
+             "x": d.FloatDistribution(0.0, 1.0)}  # fmt: skip
+    study.add_trial(optuna.trial.create_trial(
+        params=params, distributions={k: dists[k] for k in params}, value=value
+    ))  # fmt: skip
+
+
+def test_a_continued_import_keeps_its_space_and_names_the_trials_outside_it(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    source = optuna.create_study(study_name="grow", storage=url)
+    _add_trial(source, {"n": 1, "x": 0.1}, 1.0)
+    _add_trial(source, {"n": 2, "u": 5, "x": 0.2}, 2.0)
+    _add_trial(source, {"n": 1, "x": 0.3}, 3.0)
+    abo_url = f"sqlite:///{tmp_path / 'abo.db'}"
+    first = from_optuna("grow", url, storage=abo_url)
+    assert first.added == 3 and first.study.space["u"].when == (("n", (2,)),)
+    _add_trial(source, {"n": 3, "u": 4, "x": 0.4}, 4.0)  # n = 3 has u too: not what was seen
+    with pytest.raises(abo.AboError, match=r"1 of 4 .* trial 3: u: inactive here"):
+        from_optuna("grow", url, storage=abo_url)
+    with pytest.warns(abo.AboWarning, match="trial 3"):
+        again = from_optuna("grow", url, storage=abo_url, partial=True)
+    assert (again.added, again.already, [s.number for s in again.skipped]) == (0, 3, [3])
+    assert len(abo.load_study("grow", storage=abo_url)) == 3
+
+
+def test_conditions_come_from_the_deciding_parameter_never_a_cycle_or_a_wide_integer() -> None:
+    from abo.interop.conditions import infer
+
+    params = {
+        "opt": abo.Categorical(["sgd", "adam"]),
+        "nesterov": abo.Categorical([True, False]),
+        "momentum": abo.Categorical([0.5, 0.9]),
+        "seed": abo.Int(0, 1000),
+        "sched": abo.Categorical(["step", "cos"]),
+        "gamma": abo.Float(0.1, 1.0),
+    }
+    rows = [
+        {"opt": "sgd", "nesterov": True, "momentum": 0.5, "seed": 1, "sched": "step", "gamma": 0.5},
+        {"opt": "sgd", "nesterov": False, "momentum": 0.5, "seed": 2, "sched": "cos"},
+        {"opt": "adam", "seed": 3, "sched": "step"},
+        {"opt": "adam", "seed": 4, "sched": "cos"},
+        {"opt": "sgd", "nesterov": True, "momentum": 0.9, "seed": 5, "sched": "cos"},
+    ]
+    space, unexplained = infer(params, rows)
+    # nesterov and momentum are always together: both hang on opt, never on each other
+    assert space["nesterov"].when == (("opt", ("sgd",)),)
+    assert space["momentum"].when == (("opt", ("sgd",)),)
+    # gamma only with sgd and step: two parents together (the integer seed, which takes a
+    # distinct value in every trial, is too wide to decide anything)
+    assert dict(space["gamma"].when) == {"opt": ("sgd",), "sched": ("step",)}
+    assert unexplained == {}
+    _, none = infer({"a": abo.Float(0, 1), "b": abo.Float(0, 1)}, [{"a": 0.1}, {"a": 0.9, "b": 1}])
+    assert "no categorical or integer parameter decides" in none["b"]

@@ -3,6 +3,7 @@ read read-only, planned in full before anything is written (see ``abo.interop``)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Mapping
@@ -75,7 +76,11 @@ def from_optuna(
     from abo.spec import StudySpec
     from abo.storage import open_storage
 
-    plan = _plan(read_study(optuna_study, optuna_storage))
+    source = read_study(optuna_study, optuna_storage)  # first: a bad source opens no target
+    name = name or optuna_study
+    store = open_storage(storage)
+    existing = _existing_space(store, name)
+    plan = _plan(source, existing)
     if not plan.rows:
         raise AboError(f"optuna_study: {optuna_study!r} has no complete trial to import"
                        f"{_why(plan.skipped)}", field="optuna_study")  # fmt: skip
@@ -87,17 +92,15 @@ def from_optuna(
             f"{len(plan.rows)})",
             field="optuna_study",
         )
-    name = name or optuna_study
     StudySpec.create(plan.space, outcomes=plan.outcomes, **options)  # options checked first
-    store = open_storage(storage)
-    existed = _exists(store, name)
     study = abo.create_study(plan.space, name=name, storage=store, outcomes=plan.outcomes,
                              load_if_exists=True, **options)  # fmt: skip
     try:
         added, already = _add(study, plan)
     except BaseException:
-        if not existed:  # a failed import leaves no half-made study behind
-            abo.delete_study(name, store)
+        if existing is None:  # a failed import leaves no half-made study behind
+            with contextlib.suppress(AboError):  # the first error is the one to see
+                abo.delete_study(name, store)
         raise
     if plan.skipped:
         warnings.warn(
@@ -109,12 +112,12 @@ def from_optuna(
     return Imported(study, added, already, plan.not_complete, tuple(plan.skipped))
 
 
-def _exists(store: Any, name: str) -> bool:
+def _existing_space(store: Any, name: str) -> Space | None:
+    """The space of the abo study ``name`` the import continues, ``None`` when it is new."""
     try:
-        store.load_study(name)
+        return store.load_study(name).space
     except StudyNotFoundError:
-        return False
-    return True
+        return None
 
 
 def _add(study: Any, plan: _Plan) -> tuple[int, int]:
@@ -139,14 +142,15 @@ def _why(skipped: list[Skipped]) -> str:
     return f": {shown}" + (f"; and {more} more" if more > 0 else "")
 
 
-def _plan(source: Source) -> _Plan:
-    """The whole import worked out from what was read, nothing written."""
+def _plan(source: Source, existing: Space | None) -> _Plan:
+    """The whole import worked out from what was read (into the abo study of space
+    ``existing`` when it continues one), nothing written."""
     optuna = optuna_module()
     complete = [t for t in source.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise AboError(f"optuna_study: {source.name!r} has no complete trial to import",
                        field="optuna_study")  # fmt: skip
-    space, unexplained = _space(source, complete)
+    space, unexplained = _space(source, complete, existing)
     names = source.metric_names or (
         ["value"] if len(source.directions) == 1 else
         [f"value_{i}" for i in range(len(source.directions))]
@@ -156,8 +160,9 @@ def _plan(source: Source) -> _Plan:
         for n, d in zip(names, source.directions, strict=True)
     }
     rows, skipped = [], []
+    expected = {n: distribution(p) for n, p in space.items()}
     for t in complete:
-        reason = _misfit(space, unexplained, t.params, t.values, names)
+        reason = _misfit(space, expected, unexplained, t, names)
         if reason is None:
             values = dict(zip(names, (float(v) for v in t.values), strict=True))
             rows.append((t.number, space.validate(t.params), values))
@@ -166,12 +171,17 @@ def _plan(source: Source) -> _Plan:
     return _Plan(space, outcomes, rows, skipped, len(source.trials) - len(complete))
 
 
-def _misfit(space: Space, unexplained: Mapping[str, str], params: Mapping[str, Any],
-            values: Any, names: list[str]) -> str | None:  # fmt: skip
-    """Why a complete trial cannot be an abo result of ``space``, or ``None`` when it can."""
+def _misfit(space: Space, expected: Mapping[str, Any], unexplained: Mapping[str, str],
+            trial: Any, names: list[str]) -> str | None:  # fmt: skip
+    """Why a complete trial cannot be an abo result of ``space`` (whose parameters have the
+    Optuna distributions ``expected``), or ``None`` when it can."""
+    params, values = trial.params, trial.values
     for name, why in unexplained.items():
         if name not in params:
             return f"it has no {name!r} ({why})"
+    for name, dist in trial.distributions.items():
+        if name in expected and expected[name] != dist:
+            return f"{name}: drawn from {dist}, but the study's is {expected[name]}"
     try:
         space.validate(params)
     except AboError as exc:
@@ -184,9 +194,14 @@ def _misfit(space: Space, unexplained: Mapping[str, str], params: Mapping[str, A
     return None
 
 
-def _space(source: Source, complete: list[Any]) -> tuple[Space, dict[str, str]]:
-    """The abo space of the complete trials: the one an ``abo export`` stored, when every
-    trial fits it, else one parameter per name with the conditions the trials show."""
+def _space(source: Source, complete: list[Any], existing: Space | None
+           ) -> tuple[Space, dict[str, str]]:  # fmt: skip
+    """The abo space of the complete trials: the continued study's or the one an ``abo
+    export`` stored, when every trial fits it, else one parameter per name with the
+    conditions the trials show. A continued study keeps its space (abo's is fixed): the
+    trials that do not fit it are named."""
+    if existing is not None:
+        return existing, {}
     dists: dict[str, Any] = {}
     for t in complete:
         for key, dist in t.distributions.items():
