@@ -14,7 +14,15 @@ raw values (the objective's own units; no output transform), with the study's no
 * ``cross_validation``: leave-one-out predictions of every observed value with their standard
   deviations, from the fitted GP's closed form (Rasmussen and Williams, eq. 5.12), no refits.
 * ``contour``: the posterior mean over a grid of two numeric parameters, the others held at
-  the best trial's values.
+  the values of the best trial in which both are active (in a conditional space, a trial where
+  one of them is inactive says nothing about the pair).
+
+Speed: the fits run with abo's torch threads (``abo.threads``; torch's default of one thread
+per core made a 30-trial analysis take 10-30 s on a busy 2-core machine), and above
+``FIT_POINTS`` observations the GP's hyperparameters are fitted on a seeded sample of them, the
+model then conditioned on all of them with those hyperparameters (an exact fit's cost grows
+as the cube of the points, conditioning once is cheap). ``progress``, where a function takes
+it, is told each step in words (the command line shows it on a terminal).
 
 Example:
     >>> import abo
@@ -29,7 +37,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -40,9 +48,26 @@ from torch.quasirandom import SobolEngine
 from abo.exceptions import AboError
 from abo.space import Categorical
 from abo.spec import StudySpec
+from abo.threads import torch_threads
 from abo.trial import Trial, TrialState
 
 MIN_TRIALS = 3
+FIT_POINTS = 300
+"""Observations the GP's hyperparameters are fitted on at most (a seeded uniform sample of a
+larger study's); the model is conditioned on all of them."""
+
+Progress = Callable[[str], None]
+"""Told each step of an analysis in words (``"fitting the GP to 30 trials"``)."""
+
+
+def _say(progress: Progress | None, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def numeric(spec: StudySpec) -> list[str]:
+    """The parameters a contour can take (the numeric ones), in the space's order."""
+    return [name for name in spec.space if not isinstance(spec.space[name], Categorical)]
 
 
 @dataclass(frozen=True)
@@ -94,12 +119,23 @@ def observations(spec: StudySpec, trials: Sequence[Trial], objective: str | None
     return done, X, y
 
 
-def fit(spec: StudySpec, X: Tensor, y: Tensor) -> Any:
-    """abo's GP on ``X`` and the raw values ``y`` (no output transform), fitted fully."""
-    from abo.surrogate import fit_gp
+def fit(spec: StudySpec, X: Tensor, y: Tensor, progress: Progress | None = None) -> Any:
+    """abo's GP on ``X`` and the raw values ``y`` (no output transform), fitted fully; above
+    ``FIT_POINTS`` observations, its hyperparameters on a seeded sample (see the module)."""
+    from abo.surrogate import condition, export_hypers, fit_gp
 
     noise = spec.noise if spec.noise in ("auto", "deterministic") else "auto"
-    return fit_gp(X, y.unsqueeze(-1), noise=noise, full=True, seed=spec.seed % 2**31).model
+    seed, n = spec.seed % 2**31, X.shape[0]
+    with torch_threads():
+        if n <= FIT_POINTS:
+            _say(progress, f"fitting the GP to {n} trials")
+            return fit_gp(X, y.unsqueeze(-1), noise=noise, full=True, seed=seed).model
+        _say(progress, f"fitting the GP's hyperparameters to {FIT_POINTS} of the {n} trials")
+        pick = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:FIT_POINTS]
+        pick = pick.sort().values
+        sample = fit_gp(X[pick], y[pick].unsqueeze(-1), noise=noise, full=True, seed=seed)
+        _say(progress, f"conditioning the GP on all {n} trials")
+        return condition(X, y.unsqueeze(-1), noise, export_hypers(sample.model)).model
 
 
 def _mean(model: Any, X: Tensor) -> Tensor:
@@ -109,10 +145,16 @@ def _mean(model: Any, X: Tensor) -> Tensor:
 
 
 def importance(spec: StudySpec, trials: Sequence[Trial], objective: str | None = None,
-               n: int = 2048) -> list[Importance]:  # fmt: skip
+               n: int = 2048, progress: Progress | None = None) -> list[Importance]:  # fmt: skip
     """Every parameter's importance, most important first (see the module)."""
     _, X, y = observations(spec, trials, objective)
-    model = fit(spec, X, y)
+    model = fit(spec, X, y, progress)
+    _say(progress, f"estimating Sobol indices on {n} points")
+    with torch_threads():
+        return _importance(spec, model, X, y, n)
+
+
+def _importance(spec: StudySpec, model: Any, X: Tensor, y: Tensor, n: int) -> list[Importance]:
     space = spec.space
     names = list(space)
     engine = SobolEngine(2 * space.dim, scramble=True, seed=spec.seed % 2**31)
@@ -166,12 +208,13 @@ class Prediction:
     std: float
 
 
-def cross_validation(spec: StudySpec, trials: Sequence[Trial], objective: str | None = None
-                     ) -> list[Prediction]:  # fmt: skip
+def cross_validation(spec: StudySpec, trials: Sequence[Trial], objective: str | None = None,
+                     progress: Progress | None = None) -> list[Prediction]:  # fmt: skip
     """Leave-one-out predictions of every analysed trial (see the module), in id order."""
     done, X, y = observations(spec, trials, objective)
-    model = fit(spec, X, y)
-    with torch.no_grad():
+    model = fit(spec, X, y, progress)
+    _say(progress, f"predicting each of the {len(done)} trials from the others")
+    with torch.no_grad(), torch_threads():
         Xt = model.transform_inputs(X)
         K = model.covar_module(Xt).to_dense()
         noise = model.likelihood.noise.detach().reshape(())
@@ -193,7 +236,8 @@ def cross_validation(spec: StudySpec, trials: Sequence[Trial], objective: str | 
 @dataclass(frozen=True)
 class Contour:
     """The posterior mean over a grid of two parameters (``z[j][i]`` at ``x[i], y[j]``), the
-    others at ``fixed``, and the analysed trials' values of the two."""
+    others at ``fixed`` (the values of trial ``held``, the best in which both are active), and
+    the analysed trials' values of the two."""
 
     x_name: str
     y_name: str
@@ -202,36 +246,58 @@ class Contour:
     z: list[list[float]]
     fixed: dict[str, Any]
     points: list[tuple[float, float, float]]
+    held: int = 0
+    held_is_best: bool = True
 
 
 def contour(spec: StudySpec, trials: Sequence[Trial], x_name: str, y_name: str,
-            objective: str | None = None, grid: int = 40) -> Contour:  # fmt: skip
+            objective: str | None = None, grid: int = 40,
+            progress: Progress | None = None) -> Contour:  # fmt: skip
     """The GP's posterior mean over ``x_name`` and ``y_name`` (both numeric; ``AboError``
-    naming the field otherwise), the others held at the best trial's values."""
+    naming the field otherwise), the others held at the values of the best trial in which
+    both are active (``AboError`` when no analysed trial has both)."""
     space = spec.space
     for field, name in (("x", x_name), ("y", y_name)):
-        if name not in space:
-            raise AboError(f"{field}: {name!r} is not a parameter ({', '.join(space)})",
+        if name not in space or isinstance(space[name], Categorical):
+            what = "is categorical" if name in space else "is not a parameter"
+            raise AboError(f"{field}: {name!r} {what}; a contour takes two of the numeric "
+                           f"parameters ({', '.join(numeric(spec)) or 'none'})",
                            field=field)  # fmt: skip
-        if isinstance(space[name], Categorical):
-            raise AboError(f"{field}: {name!r} is categorical; a contour needs two numeric "
-                           "parameters", field=field)  # fmt: skip
     if x_name == y_name:
         raise AboError("y: the same parameter as x; name two", field="y")
     done, X, y = observations(spec, trials, objective)
     o = _objective(spec, objective)
-    model = fit(spec, X, y)
-    best = min(done, key=lambda t: o.sign * -t.values[o.name])
+    both = [t for t in done if x_name in t.params and y_name in t.params]
+    if not both:
+        raise AboError(_never_together(spec, x_name, y_name, len(done)), field="y")
+    model = fit(spec, X, y, progress)
+    _say(progress, f"evaluating the posterior mean on a {grid} x {grid} grid")
+    best = min(both, key=lambda t: (o.sign * -t.values[o.name], t.id))
+    overall = min(done, key=lambda t: (o.sign * -t.values[o.name], t.id))
     fixed = {k: v for k, v in best.params.items() if k not in (x_name, y_name)}
     u = torch.linspace(0.0, 1.0, grid, dtype=torch.double)
-    base = space.to_unit(best.params)
-    rows = base.repeat(grid * grid, 1)
+    rows = space.to_unit(best.params).repeat(grid * grid, 1)
     cx, cy = space._slices[x_name].start, space._slices[y_name].start
     rows[:, cx] = u.repeat(grid)
     rows[:, cy] = u.repeat_interleave(grid)
-    Z = _mean(model, rows).reshape(grid, grid)
+    if space.conditional:  # an Int on an axis may be a parent: which others are active varies
+        rows = space.round(rows)
+    with torch_threads():
+        Z = _mean(model, rows).reshape(grid, grid)
     decode_x = [float(space[x_name].decode([float(v)])) for v in u]
     decode_y = [float(space[y_name].decode([float(v)])) for v in u]
     points = [(float(t.params[x_name]), float(t.params[y_name]), float(t.values[o.name]))
-              for t in done if x_name in t.params and y_name in t.params]  # fmt: skip
-    return Contour(x_name, y_name, decode_x, decode_y, Z.tolist(), fixed, points)
+              for t in both]  # fmt: skip
+    return Contour(x_name, y_name, decode_x, decode_y, Z.tolist(), fixed, points, best.id,
+                   best.id == overall.id)  # fmt: skip
+
+
+def _never_together(spec: StudySpec, x_name: str, y_name: str, n_done: int) -> str:
+    """Why no contour of ``x_name`` and ``y_name``: the conditions that keep them apart."""
+    space = spec.space
+    said = [f"{n!r} is active only when {space.condition_text(n)}"
+            for n in (x_name, y_name) if space[n].when]  # fmt: skip
+    return (
+        f"y: {x_name!r} and {y_name!r} are active together in none of the {n_done} "
+        f"analysed trials ({'; '.join(said)}); a contour needs trials in which both are"
+    )

@@ -28,10 +28,11 @@ def _save(fig: Any, out: str | Path) -> Path:
 
 
 def importance(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str = "",
-               objective: str | None = None) -> Path:  # fmt: skip
+               objective: str | None = None,
+               progress: analysis.Progress | None = None) -> Path:  # fmt: skip
     """Horizontal bars of each parameter's total and first-order Sobol index (the GP's), the
     model-free eta^2 as a tick, and the lengthscale written beside."""
-    ranked = analysis.importance(spec, trials, objective)
+    ranked = analysis.importance(spec, trials, objective, progress=progress)
     fig, ax = plt.subplots(figsize=(8, 1.8 + 0.45 * len(ranked)))
     rows = list(range(len(ranked)))
     ax.barh(rows, [i.total for i in ranked], color="tab:blue", alpha=0.35, label="total Sobol")
@@ -52,7 +53,8 @@ def importance(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title:
 
 
 def slices(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str = "",
-           objective: str | None = None) -> Path:  # fmt: skip
+           objective: str | None = None,
+           progress: analysis.Progress | None = None) -> Path:  # fmt: skip
     """One panel per parameter: each analysed trial's value against that parameter, coloured
     by completion order (log scale for log-scaled parameters)."""
     done, _, y = analysis.observations(spec, trials, objective)
@@ -82,9 +84,11 @@ def slices(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str
 
 
 def contour(spec: StudySpec, trials: Sequence[Trial], out: str | Path, x: str, y: str,
-            title: str = "", objective: str | None = None) -> Path:  # fmt: skip
-    """Filled contours of the posterior mean over ``x`` and ``y`` with the trials on it."""
-    c = analysis.contour(spec, trials, x, y, objective)
+            title: str = "", objective: str | None = None,
+            progress: analysis.Progress | None = None) -> Path:  # fmt: skip
+    """Filled contours of the posterior mean over ``x`` and ``y`` with the trials in which both
+    are active on it."""
+    c = analysis.contour(spec, trials, x, y, objective, progress=progress)
     fig, ax = plt.subplots(figsize=(6.5, 5))
     filled = ax.contourf(c.x, c.y, c.z, levels=20, cmap="viridis")
     fig.colorbar(filled, ax=ax, label="posterior mean")
@@ -97,17 +101,19 @@ def contour(spec: StudySpec, trials: Sequence[Trial], out: str | Path, x: str, y
     ax.set_ylabel(y)
     held = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                      for k, v in c.fixed.items())  # fmt: skip
-    ax.set_title((title or "posterior mean") + (f"\n(others at the best trial: {held})"
+    where = "the best trial" if c.held_is_best else f"trial {c.held}, the best with both active"
+    ax.set_title((title or "posterior mean") + (f"\n(others at {where}: {held})"
                                                  if held else ""), fontsize=9)  # fmt: skip
     ax.legend(loc="upper right", fontsize=8)
     return _save(fig, out)
 
 
 def cross_validation(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str = "",
-                     objective: str | None = None) -> Path:  # fmt: skip
+                     objective: str | None = None,
+                     progress: analysis.Progress | None = None) -> Path:  # fmt: skip
     """Leave-one-out predictions against the observed values, with two-std error bars, and
     the diagonal where they agree."""
-    preds = analysis.cross_validation(spec, trials, objective)
+    preds = analysis.cross_validation(spec, trials, objective, progress=progress)
     fig, ax = plt.subplots(figsize=(5.5, 5))
     observed = [p.observed for p in preds]
     ax.errorbar(observed, [p.predicted for p in preds], yerr=[2 * p.std for p in preds],
@@ -123,13 +129,26 @@ def cross_validation(spec: StudySpec, trials: Sequence[Trial], out: str | Path, 
 
 
 def draw(kind: str, spec: StudySpec, trials: Sequence[Trial], path: Path, name: str,
-         params: str | None, objective: str | None) -> Path:  # fmt: skip
-    """Write the PNG of an analysis ``kind`` (``importance``, ``slice``, ``contour``, ``cv``)."""
+         params: str | None, objective: str | None,
+         progress: analysis.Progress | None = None) -> Path:  # fmt: skip
+    """Write the PNG of an analysis ``kind`` (``importance``, ``slice``, ``contour``, ``cv``);
+    ``AboError`` naming the field, and no file, where it does not apply."""
     if kind == "contour":
+        numeric = analysis.numeric(spec)
+        if len(numeric) < 2:
+            raise AboError(f"kind: a contour plots two numeric parameters; {name!r} has "
+                           f"{len(numeric)} ({', '.join(numeric) or 'none'})",
+                           field="kind")  # fmt: skip
         pair = [p.strip() for p in (params or "").split(",") if p.strip()]
         if len(pair) != 2:
-            raise AboError(f"params: a contour needs two parameters, --params X,Y (of "
-                           f"{', '.join(spec.space)}), got {params!r}", field="params")  # fmt: skip
-        return contour(spec, trials, path, pair[0], pair[1], name, objective)
+            raise AboError(f"params: a contour needs two parameters, --params X,Y: two of the "
+                           f"numeric parameters ({', '.join(numeric)}); got {params!r}",
+                           field="params")  # fmt: skip
+        for p in pair:
+            if p not in numeric:
+                what = "is categorical" if p in spec.space else "is not a parameter"
+                raise AboError(f"params: {p!r} {what}; --params takes two of the numeric "
+                               f"parameters ({', '.join(numeric)})", field="params")  # fmt: skip
+        return contour(spec, trials, path, pair[0], pair[1], name, objective, progress)
     plot = {"importance": importance, "slice": slices, "cv": cross_validation}[kind]
-    return plot(spec, trials, path, name, objective)
+    return plot(spec, trials, path, name, objective, progress)

@@ -757,8 +757,11 @@ class Space(Mapping[str, Parameter]):
         X = X.detach().to(torch.double).clamp(0.0, 1.0).clone()
         for name, p in self._params.items():
             s = self._slices[name]
-            for i in range(X.shape[0]):
-                X[i, s] = p.round(X[i, s])
+            if isinstance(p, Categorical):  # one-hot at each row's argmax (the first on ties)
+                block = torch.zeros_like(X[:, s])
+                X[:, s] = block.scatter_(-1, X[:, s].argmax(dim=-1, keepdim=True), 1.0)
+            else:  # a Float's or an Int's rounding is coordinate by coordinate: all rows at once
+                X[:, s] = p.round(X[:, s])
         if self.conditional:  # inactive parameters at INACTIVE: one encoding per configuration
             for name, on in self._active_rows(X).items():
                 X[~on, self._slices[name]] = INACTIVE

@@ -122,3 +122,78 @@ def test_the_commands_draw_every_analysis_and_print_the_importance(tmp_path: Pat
     assert [r["name"] for r in rows][:2] == ["x", "opt"]
     assert set(rows[0]) == {"name", "sobol", "total", "lengthscale", "eta2"}
     torch.manual_seed(0)  # nothing above used torch's global generator (a check, not a need)
+
+
+COND = abo.Space(
+    {
+        "lr": abo.Float(1e-4, 1.0, log=True),
+        "optimizer": abo.Categorical(["sgd", "adam"]),
+        "momentum": abo.Float(0.0, 0.99, when={"optimizer": "sgd"}),
+        "beta": abo.Float(0.5, 0.999, when={"optimizer": "adam"}),
+    }
+)
+
+
+def _conditional(n: int = 24) -> abo.Study:
+    """adam is better, so the best trial has no momentum."""
+    study = abo.create_study(COND, strategy="random", seed=5)
+    for t in study.ask_batch(n):
+        p = t.params
+        study.tell(t.id, (math.log10(p["lr"]) + 2) ** 2 + (0.5 if p["optimizer"] == "sgd" else 0))
+    return study
+
+
+def test_a_contour_holds_the_others_where_both_of_its_parameters_are_active() -> None:
+    """Before, the others were held at the best trial's values: optimizer=adam, where momentum
+    does not exist."""
+    study = _conditional()
+    assert study.best.params["optimizer"] == "adam"
+    c = analysis.contour(study.spec, study.trials, "lr", "momentum", grid=5)
+    with_momentum = [t for t in study.trials if "momentum" in t.params]
+    held = min(with_momentum, key=lambda t: t.value)
+    assert c.fixed == {"optimizer": "sgd"} and c.held == held.id and not c.held_is_best
+    assert len(c.points) == len(with_momentum)
+    with pytest.raises(abo.AboError) as err:  # never active together: the conditions say why
+        analysis.contour(study.spec, study.trials, "momentum", "beta")
+    assert err.value.field == "y" and "in none of the 24 analysed trials" in str(err.value)
+    assert "optimizer is 'sgd'" in str(err.value) and "optimizer is 'adam'" in str(err.value)
+
+
+def test_the_contour_lists_only_the_parameters_it_accepts(tmp_path: Path) -> None:
+    """Before, ``--params`` was told to pick among every parameter, categoricals included,
+    which it then refused."""
+    from abo.analysis_plots import draw
+
+    study = _conditional(n=6)
+    png = tmp_path / "c.png"
+    for params in ("lr", "lr,optimizer"):
+        with pytest.raises(abo.AboError) as err:
+            draw("contour", study.spec, study.trials, png, "s", params, None)
+        assert err.value.field == "params" and "(lr, momentum, beta)" in str(err.value)
+    assert "'optimizer' is categorical" in str(err.value)
+    with pytest.raises(abo.AboError) as err:
+        analysis.contour(study.spec, study.trials, "lr", "optimizer")
+    assert "(lr, momentum, beta)" in str(err.value) and not png.exists()
+
+
+def test_an_analysis_says_each_step_and_fits_a_large_study_on_a_sample() -> None:
+    """Before, analyses ran with torch's thread per core (10-30 s for 30 trials on a busy
+    machine), fitted every point exactly and said nothing while they did."""
+    study = _study(n=analysis.FIT_POINTS + 40)
+    steps: list[tuple[str, int]] = []
+    ranked = analysis.importance(
+        study.spec,
+        study.trials,
+        n=256,
+        progress=lambda s: steps.append((s, torch.get_num_threads())),
+    )
+    n = analysis.FIT_POINTS + 40
+    assert [s for s, _ in steps] == [
+        f"fitting the GP's hyperparameters to {analysis.FIT_POINTS} of the {n} trials",
+        f"conditioning the GP on all {n} trials",
+        "estimating Sobol indices on 256 points",
+    ]
+    assert {threads for _, threads in steps} == {1}  # abo's torch threads, not one per core
+    assert ranked[0].name == "x"
+    _, X, y = analysis.observations(study.spec, study.trials)
+    assert analysis.fit(study.spec, X, y).train_inputs[0].shape[0] == n  # conditioned on all

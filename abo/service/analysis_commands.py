@@ -18,6 +18,7 @@ from abo.service.commands import (
     _run,
     _target,
     make_console,
+    working,
 )
 
 
@@ -33,12 +34,13 @@ def importance(
 ) -> None:
     """Which parameters matter: the GP's Sobol indices (first-order and total), its
     lengthscales, and the model-free eta^2 of the observed values, most important first."""
-    from abo.analysis import importance as measure
-
     source, name = _target(study, storage, url, token)
     found = _run(lambda: source.study(name))
     trials = _run(lambda: found.trials)
-    ranked = _run(lambda: measure(found.spec, trials, objective))
+    with working("loading the model's libraries") as say:
+        from abo.analysis import importance as measure
+
+        ranked = _run(lambda: measure(found.spec, trials, objective, progress=say))
     rows = [i.to_json() for i in ranked]
     if format is Format.json:
         typer.echo(json.dumps(rows, indent=2))

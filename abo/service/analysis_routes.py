@@ -206,7 +206,7 @@ def analyse(
         if kind == "contour" and value is None:
             raise AboError(
                 f"{field}: a contour needs two numeric parameters x and y (of "
-                f"{', '.join(spec.space)})",
+                f"{', '.join(analysis.numeric(spec))})",
                 field=field,
             )
         if kind != "contour" and value is not None:

@@ -17,7 +17,6 @@ import csv
 import io
 import json
 import os
-import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -100,19 +99,6 @@ class Format(StrEnum):
     table = "table"
     json = "json"
     csv = "csv"
-
-
-class Kind(StrEnum):
-    convergence = "convergence"
-    timeline = "timeline"
-    parallel = "parallel"
-    pareto = "pareto"
-    curves = "curves"
-    cost = "cost"
-    importance = "importance"
-    slice = "slice"
-    contour = "contour"
-    cv = "cv"
 
 
 STUDY_HELP = (
@@ -637,143 +623,6 @@ def _front(found: Any, name: str, front: list[Trial], format: Format) -> None:
     _emit(rows, format, f"Pareto front of {name} ({len(front)} trials)", caption=caption)
 
 
-ANALYSES = (Kind.importance, Kind.slice, Kind.contour, Kind.cv)  # abo.analysis_plots
-
-
-def plot(
-    study: StudyArg,
-    kind: Annotated[
-        Kind,
-        typer.Option(
-            help="convergence, timeline, parallel, pareto (several objectives), curves "
-            "(the learning curves of trials that report), cost (the best value against the "
-            "evaluation time spent, coloured by fidelity), importance, slice, contour (of the "
-            "GP's posterior mean over --params X,Y) or cv (the GP's leave-one-out "
-            "cross-validation)."
-        ),
-    ] = Kind.convergence,
-    out: Annotated[Path | None, typer.Option(help="PNG file (default NAME-KIND.png).")] = None,
-    params: Annotated[
-        str | None, typer.Option(help="contour: the two numeric parameters, X,Y.")
-    ] = None,
-    objective: Annotated[
-        str | None, typer.Option(help="The objective analysed, in a study of several.")
-    ] = None,
-    storage: StorageOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """Write a PNG: best-so-far convergence, per-worker timeline, parallel coordinates, the
-    Pareto front of a study of several objectives, the learning curves of its reports, or its
-    best value against the evaluation time spent."""
-    if out is not None and out.suffix.lower() != ".png":
-        raise typer.BadParameter(f"expected a .png file, got {str(out)!r}", param_hint="--out")
-    source, name = _target(study, storage, url, token)
-    found = _run(lambda: source.study(name))
-    listed = _run(lambda: found.trials)
-    path = out or Path(f"{name}-{kind.value}.png")
-    from abo import plots
-
-    objectives = found.spec.objectives
-    fidelity = found.spec.fidelity_of
-    counts = fidelity.at_target if fidelity is not None else None  # results: at the target
-    if kind in ANALYSES:
-        with working("loading the model's libraries") as say:
-            from abo.analysis_plots import draw
-
-            _run(lambda: draw(kind.value, found.spec, listed, path, name, params, objective, say))
-        typer.echo(str(path))
-        return
-    if kind is Kind.pareto and len(objectives) < 2:
-        print_error(
-            f"kind: pareto plots a study of several objectives; {name!r} has one "
-            "(plot its convergence)"
-        )
-        raise typer.Exit(2)
-    if kind is not Kind.pareto and kind is not Kind.timeline and len(objectives) > 1:
-        print_error(
-            f"kind: {kind.value} plots one objective; {name!r} has {len(objectives)} "
-            "(plot its pareto front or timeline)"
-        )
-        raise typer.Exit(2)
-    if kind is Kind.pareto:
-        plots.pareto(listed, objectives, path, title=name)
-    elif kind is Kind.convergence:
-        plots.convergence(
-            listed, found.direction, path, title=name, constraints=found.spec.constraints,
-            counts=counts,
-        )  # fmt: skip
-    elif kind is Kind.cost:
-        plots.cost(
-            listed, found.direction, path, title=name, constraints=found.spec.constraints,
-            fidelity=fidelity.parameter if fidelity is not None else None, counts=counts,
-        )  # fmt: skip
-    elif kind is Kind.timeline:
-        plots.timeline(listed, path, title=name)
-    elif kind is Kind.curves:
-        plots.learning_curves(listed, _run(lambda: found.reports()), found.direction, path, name)
-    else:
-        plots.parallel(listed, found.space.to_json(), found.direction, path, title=name)
-    typer.echo(str(path))
-
-
-RUN_FOLDER = re.compile(r"trial-\d+-\d+|run-[0-9a-f]{8}")
-"""The names ``abo.Command`` gives a trial's folder inside ``<workdir>/<study name>/``."""
-
-
-def run_folders(name: str, trials: list[Trial], study_file: str | None = None) -> list[Path]:
-    """The folders ``abo.Command`` keeps study ``name``'s trials in (``<workdir>/<name>``,
-    each holding ``trial-<id>-<attempt>`` folders), that exist here: from the paths its
-    finished trials recorded (``workdir`` in their metadata), and from a study file's
-    ``[objective] workdir`` (which also finds the folders of trials still running)."""
-    roots: set[Path] = set()
-    for t in trials:
-        where = t.user.get("workdir") if isinstance(t.user, dict) else None
-        if isinstance(where, str) and where:
-            folder = Path(where)
-            if folder.parent.name == name and RUN_FOLDER.fullmatch(folder.name):
-                roots.add(folder.parent)
-    if study_file is not None:
-        roots.update(_file_run_root(study_file, name))
-    return sorted(r for r in roots if r.is_dir())
-
-
-def _file_run_root(study_file: str, name: str) -> list[Path]:
-    """``<workdir>/<name>`` of a study file whose objective is a command (as ``abo run``
-    resolves it: ``abo-runs`` by default, a relative path from the file's folder)."""
-    from abo.config import load_spec
-
-    try:
-        spec = load_spec(study_file)
-    except AboError:
-        return []
-    if "command" not in spec.objective:
-        return []
-    workdir = Path(str(spec.objective.get("workdir", "abo-runs")))
-    return [(workdir if workdir.is_absolute() else spec.path.parent / workdir) / name]
-
-
-def remove_run_folders(roots: list[Path]) -> list[str]:
-    """Remove the trial folders in ``roots`` (and each root once empty); return what could not
-    be removed, and why (anything else found in a root is left there)."""
-    import shutil
-
-    problems: list[str] = []
-    for root in roots:
-        try:
-            for entry in sorted(root.iterdir()):
-                if RUN_FOLDER.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-            left = sorted(e.name for e in root.iterdir())
-            if left:
-                problems.append(f"{root}: kept, it holds more than trial folders ({left[0]}, ...)")
-            else:
-                root.rmdir()
-        except OSError as exc:
-            problems.append(f"{root}: {exc.strerror or exc}")
-    return problems
-
-
 def delete(
     study: StudyArg,
     storage: StorageOpt = None,
@@ -792,6 +641,8 @@ def delete(
     found = _run(lambda: source.study(name))
     n = _run(lambda: len(found))
     file = study if study.lower().endswith(".toml") else None
+    from abo.service.run_folders import remove_run_folders, run_folders
+
     folders = run_folders(name, _run(lambda: found.trials), file)
     what = f"study {name!r} with its {n} trial{'' if n == 1 else 's'}"
     if folders:
@@ -820,5 +671,7 @@ def register(app: typer.Typer) -> None:
     app.command("studies")(studies)
     app.command("trials")(trials)
     app.command("best")(best)
+    from abo.service.plot_command import plot  # it reads this module's options
+
     app.command("plot")(plot)
     app.command("delete")(delete)

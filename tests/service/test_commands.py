@@ -140,7 +140,7 @@ def test_best_of_two_objectives_is_the_pareto_front(
     assert _ok(["plot", name, *opts, "--kind", "pareto", "--out", str(png)]).strip() == str(png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     wrong = runner.invoke(app, ["plot", name, *opts, "--kind", "convergence"])
-    assert wrong.exit_code == 2 and "pareto" in wrong.output
+    assert wrong.exit_code == 1 and "pareto" in wrong.output
 
 
 @pytest.mark.parametrize("source", ["storage", "service"])
@@ -185,10 +185,34 @@ def test_plot_writes_a_png(where, kind: str, tmp_path: Path) -> None:
     opts, _ = where
     if kind == "convergence":  # one objective: no front to plot
         single = runner.invoke(app, ["plot", "cli", *opts, "--kind", "pareto"])
-        assert single.exit_code == 2 and "several objectives" in single.output
+        assert single.exit_code == 1 and "several objectives" in single.output
     out = tmp_path / f"{kind}.png"
     assert _ok(["plot", "cli", *opts, "--kind", kind, "--out", str(out)]).strip() == str(out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+
+
+def test_a_plot_that_does_not_apply_is_refused_with_exit_1_and_no_file(tmp_path: Path) -> None:
+    """Before, some kinds wrote an empty PNG and exited 0, others exited 2, others 1."""
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    abo.create_study(SPACE, name="none", storage=url, seed=0).ask()  # running, none finished
+    _study(url, "two", n=2)  # done trials, but no reports and one objective
+    cases = [
+        ("none", "convergence", "has none yet"),
+        ("none", "timeline", "finished trials"),
+        ("none", "parallel", "has none yet"),
+        ("none", "cost", "evaluation time"),
+        ("two", "curves", "has reported"),
+        ("two", "pareto", "several objectives"),
+        ("two", "importance", "at least 3 needed"),
+        ("two", "contour", "--params X,Y"),
+    ]
+    for name, kind, why in cases:
+        out = tmp_path / f"{name}-{kind}.png"
+        result = runner.invoke(app, ["plot", name, "--storage", url, "--kind", kind,
+                                     "--out", str(out)])  # fmt: skip
+        assert result.exit_code == 1, (kind, result.output)
+        assert why in result.stderr and result.stderr.startswith("error: "), (kind, result.stderr)
+        assert not out.exists(), kind
 
 
 def test_storage_and_url_together_is_a_usage_error(tmp_path: Path) -> None:
