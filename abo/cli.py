@@ -30,6 +30,7 @@ from abo.service.analysis_commands import register as _register_analysis
 from abo.service.commands import make_console, print_error, storage_label
 from abo.service.commands import register as _register_service
 from abo.service.exchange import register as _register_exchange
+from abo.service.plot_command import register as _register_plot
 
 
 def _flags_as_flags(params: list[Any]) -> list[Any]:
@@ -354,6 +355,7 @@ def list_strategies() -> None:
 
 
 _register_service(app)
+_register_plot(app)
 _register_exchange(app)
 _register_analysis(app)
 

@@ -1,4 +1,5 @@
-"""``abo serve``, ``abo studies``, ``abo trials``, ``abo best``, ``abo plot`` and ``abo delete``.
+"""``abo serve``, ``abo studies``, ``abo trials``, ``abo best`` and ``abo delete`` (``abo plot``
+is ``abo.service.plot_command``, on the options and helpers defined here).
 
 Each read command works on a storage (``--storage URL``) or on a running service
 (``--url http://host:port``, with ``--token`` or ``ABO_TOKEN``), and prints a rich table, JSON
@@ -666,12 +667,10 @@ def delete(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the service and view commands to the ``abo`` typer app."""
+    """Add the service and view commands to the ``abo`` typer app (``abo plot``:
+    ``abo.service.plot_command``)."""
     app.command("serve")(serve)
     app.command("studies")(studies)
     app.command("trials")(trials)
     app.command("best")(best)
-    from abo.service.plot_command import plot  # it reads this module's options
-
-    app.command("plot")(plot)
     app.command("delete")(delete)

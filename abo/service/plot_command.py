@@ -154,3 +154,8 @@ def _counts(spec: Any) -> Any:
     """Which done trials are results: with a fidelity, those at its target."""
     fidelity = spec.fidelity_of
     return fidelity.at_target if fidelity is not None else None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``abo plot`` to the ``abo`` typer app."""
+    app.command("plot")(plot)
