@@ -45,9 +45,7 @@ def translated(field: str, url: str) -> Iterator[None]:
         yield
     except AboError:
         raise
-    except (ImportError, KeyboardInterrupt):
-        raise
-    except Exception as exc:  # SQLAlchemy, the driver, Optuna: every one is about the storage
+    except Exception as exc:  # SQLAlchemy, the driver (or its absence), Optuna: the storage's
         raise AboError(
             f"{field}: {_safe(url)}: {type(exc).__name__}: {_one_line(exc)}", field=field
         ) from None
