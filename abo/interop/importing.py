@@ -151,10 +151,7 @@ def _plan(source: Source, existing: Space | None) -> _Plan:
         raise AboError(f"optuna_study: {source.name!r} has no complete trial to import",
                        field="optuna_study")  # fmt: skip
     space, unexplained = _space(source, complete, existing)
-    names = source.metric_names or (
-        ["value"] if len(source.directions) == 1 else
-        [f"value_{i}" for i in range(len(source.directions))]
-    )  # fmt: skip
+    names = _metric_names(source)
     outcomes = {
         n: "minimize" if d == optuna.study.StudyDirection.MINIMIZE else "maximize"
         for n, d in zip(names, source.directions, strict=True)
@@ -169,6 +166,17 @@ def _plan(source: Source, existing: Space | None) -> _Plan:
         else:
             skipped.append(Skipped(t.number, reason))
     return _Plan(space, outcomes, rows, skipped, len(source.trials) - len(complete))
+
+
+def _metric_names(source: Source) -> list[str]:
+    """The outcomes' names: the study's metric names when there is one distinct name per
+    direction, else ``value`` (``value_0``, ``value_1``, ... for several)."""
+    n = len(source.directions)
+    given = source.metric_names
+    if given and len(given) == n and len(set(given)) == n and all(isinstance(m, str) and m
+                                                                  for m in given):  # fmt: skip
+        return list(given)
+    return ["value"] if n == 1 else [f"value_{i}" for i in range(n)]
 
 
 def _misfit(space: Space, expected: Mapping[str, Any], unexplained: Mapping[str, str],
