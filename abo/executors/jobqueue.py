@@ -11,6 +11,10 @@ check that none is left and ``cancel_orphans`` can find the jobs of a driver tha
 (its running workers exit within seconds, but pending jobs would start later and idle until
 their ``--death-timeout``). A new executor cancels the orphans of its tag before it starts.
 
+A batch system that cannot run the work fails the run with an ``AboError`` instead of leaving
+its trials ``running``: no submit command on PATH (at construction), every submission refused
+(at the next wait), or no worker connected for ``start_timeout`` seconds while work waits.
+
 Example:
     >>> ex = JobQueueExecutor("slurm", cores=1, memory="1GB", walltime="01:00:00", jobs=8,
     ...                       queue="debug", tag="tune")  # doctest: +SKIP
@@ -28,19 +32,30 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, cast
 
 import dask
 from dask.utils import parse_bytes
 from distributed import Client
+from distributed.core import Status
 
 from abo.exceptions import AboError
+from abo.executors.base import Future
 from abo.executors.dask import ABO_DASK_CONFIG, DaskExecutor, _Shutdown
 
 log = logging.getLogger("abo")
 
 SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor")
+_SUBMIT_TOOL = {
+    "slurm": "sbatch",
+    "pbs": "qsub",
+    "sge": "qsub",
+    "lsf": "bsub",
+    "htcondor": "condor_submit",
+}
+START_TIMEOUT = 300.0  # seconds work may wait with no worker connected before the run fails
 _QUEUE_TOOL = {"slurm": "squeue", "lsf": "bjobs", "htcondor": "condor_q"}  # else qstat
 _TAG = re.compile(r"^[A-Za-z0-9_]{1,40}$")
 _JOB_NAME = re.compile(r"^abo-(?P<tag>[A-Za-z0-9_]+)-(?P<pid>\d+)-(?P<host>.+)$")
@@ -48,7 +63,7 @@ _JOB_NAME = re.compile(r"^abo-(?P<tag>[A-Za-z0-9_]+)-(?P<pid>\d+)-(?P<host>.+)$"
 _WALLTIME = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d{1,3}):(?P<m>[0-5]\d)(?::(?P<s>[0-5]\d))?$")
 
 
-def _cluster_class(system: str) -> type:
+def _cluster_class(system: str) -> Any:
     import dask_jobqueue
 
     return {
@@ -236,6 +251,89 @@ def cancel_orphans(
     return orphans
 
 
+def check_submit_tool(system: str) -> str:
+    """The system's submit command, which must be on PATH: without it no job can ever start,
+    and the run would wait for workers that never come."""
+    tool = _SUBMIT_TOOL[system]
+    if shutil.which(tool) is None:
+        raise AboError(
+            f"system: {system!r} submits jobs with {tool!r}, which is not on PATH, so no job "
+            f"can start (is {system} installed on this machine, or its module loaded?)"
+        )
+    return tool
+
+
+def _submit_error(tool: str, exc: BaseException) -> str:
+    """One line on why a submission failed (the submit command's exit status and stderr)."""
+    if isinstance(exc, FileNotFoundError):
+        return f"{tool!r} is not on PATH (any more)"
+    text = str(exc)
+    code = re.search(r"Exit code: (-?\d+)", text)
+    if code is None:  # not the command's failure: an unparsable answer, a broken script
+        return f"submitting with {tool!r} failed: {type(exc).__name__}: {text[:500]}"
+    err = " ".join(text.split("stderr:", 1)[-1].split())
+    return f"{tool!r} refused the job (exit status {code[1]}): {err[:500] or 'no message'}"
+
+
+class _JobWatch:
+    """What became of the jobs: failed submissions, and how long work waited with no worker.
+
+    dask-jobqueue submits in the background, logs a refused or impossible submission and
+    never retries it, so without this a run waited, with its trials ``running``, until their
+    lease ran out. ``check`` turns that into an ``AboError`` at the executor's next wait.
+    """
+
+    def __init__(self, system: str, start_timeout: float | None) -> None:
+        self.system, self.tool = system, _SUBMIT_TOOL[system]
+        self.start_timeout = start_timeout
+        self.failures: list[str] = []
+        self.submitted = 0
+        self.idle_since: float | None = None
+        self.warned = 0
+
+    def job_class(self, base: type) -> type:
+        """``base`` (the system's dask-jobqueue job) recording how each submission went."""
+        watch = self
+
+        class Watched(base):
+            async def start(self) -> None:
+                try:
+                    await super().start()
+                except Exception as exc:  # noqa: BLE001 - recorded; the run fails on it
+                    watch.failures.append(_submit_error(watch.tool, exc))
+                    # a placeholder that Dask closes like any job (there is none to cancel)
+                    # instead of a traceback logged from inside its event loop
+                    self.status = Status.running
+                    return
+                watch.submitted += 1
+
+        Watched.__name__ = Watched.__qualname__ = base.__name__
+        return Watched
+
+    def check(self, workers: int, jobs: Callable[[], str]) -> None:
+        """Raise when nothing can run the waiting work: every submission so far failed, or no
+        worker connected for ``start_timeout`` seconds. ``workers`` connected now; ``jobs``
+        describes the queue, for the message."""
+        if self.failures and not self.submitted and not workers:
+            raise AboError(f"{self.system}: no job could be submitted: {self.failures[-1]}")
+        if len(self.failures) > self.warned:  # some failed, others were submitted
+            for failure in self.failures[self.warned :]:
+                log.warning("%s: a job submission failed: %s", self.system, failure)
+            self.warned = len(self.failures)
+        if workers:
+            self.idle_since = None
+            return
+        now = time.monotonic()
+        if self.idle_since is None:
+            self.idle_since = now
+        elif self.start_timeout is not None and now - self.idle_since > self.start_timeout:
+            raise AboError(
+                f"start_timeout: no {self.system} job started within {self.start_timeout:g} s "
+                f"of work waiting ({jobs()}); on a busy cluster give a longer start_timeout "
+                "(None waits as long as it takes), else look at the jobs' logs"
+            )
+
+
 class JobQueueExecutor(DaskExecutor):
     """Runs evaluations in batch jobs that scale with the work (dask-jobqueue).
 
@@ -250,6 +348,9 @@ class JobQueueExecutor(DaskExecutor):
         host, interface: where the scheduler listens (default ``127.0.0.1``: a single node;
             give the interface compute nodes reach, e.g. ``ib0``, on a real cluster).
         log_directory: where job output goes (default: the batch system's).
+        start_timeout: seconds work may wait with no worker connected (jobs pending in the
+            queue, or failing as they start) before the run fails with ``AboError``; ``None``
+            waits as long as it takes. A submission the batch system refuses fails at once.
         **extra: passed to the dask-jobqueue cluster (``job_extra_directives``,
             ``death_timeout``, ``job_script_prologue``, ``disk`` for HTCondor, ...).
     """
@@ -269,9 +370,19 @@ class JobQueueExecutor(DaskExecutor):
         host: str | None = None,
         interface: str | None = None,
         log_directory: str | None = None,
+        start_timeout: float | None = START_TIMEOUT,
         **extra: Any,
     ) -> None:
         self.system = check_system(system)
+        if start_timeout is not None and (
+            isinstance(start_timeout, bool)
+            or not isinstance(start_timeout, int | float)
+            or not 0 < start_timeout < float("inf")
+        ):
+            raise AboError(
+                f"start_timeout: expected a positive number of seconds or None, "
+                f"got {start_timeout!r}"
+            )
         for field, value, low in (
             ("cores", cores, 1),
             ("jobs", jobs, 1),
@@ -308,6 +419,9 @@ class JobQueueExecutor(DaskExecutor):
             log_directory,
             extra,
         )
+        check_submit_tool(system)
+        self._watch = _JobWatch(system, start_timeout)
+        kwargs["job_cls"] = self._watch.job_class(_cluster_class(system).job_cls)
         with dask.config.set(ABO_DASK_CONFIG):
             try:
                 cluster = _cluster_class(system)(**kwargs)
@@ -398,6 +512,25 @@ class JobQueueExecutor(DaskExecutor):
     def jobs(self) -> list[BatchJob]:
         """This executor's jobs in the batch queue now."""
         return [j for j in list_jobs(self.tag, self.system) if j.name == self.job_name]
+
+    def wait(self, futures: Collection[Future], timeout: float | None) -> set[Future]:
+        """As ``DaskExecutor.wait``; raises ``AboError`` when no job can run the work: the
+        batch system refused every submission, or none started within ``start_timeout``."""
+        done = super().wait(futures, timeout)
+        if not done and futures and self._cluster is not None:
+            workers = len(self._cluster.scheduler_info.get("workers", {}))
+            self._watch.check(workers, self._describe_queue)
+        return done
+
+    def _describe_queue(self) -> str:
+        """This executor's jobs and their states, for an error message."""
+        try:
+            jobs = self.jobs()
+        except (AboError, OSError, subprocess.SubprocessError) as exc:
+            return f"the queue cannot be read: {exc}"
+        if not jobs:
+            return f"no job named {self.job_name} is in the queue"
+        return "in the queue: " + ", ".join(f"{j.job_id} {j.state}" for j in jobs[:10])
 
     def close(self, timeout: float = 15.0) -> None:
         """Cancel every job of this executor and check the batch queue until they are gone."""

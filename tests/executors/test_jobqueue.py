@@ -113,6 +113,27 @@ class Sleeper:
         return {"value": params["x"] ** 2, "job": job, "job_name": os.environ["SLURM_JOB_NAME"]}
 
 
+def _fake_tools(monkeypatch: pytest.MonkeyPatch, folder: Path, tools: dict[str, str]) -> None:
+    """PATH holds only ``folder``, with a shell script per tool (its body given): stand-ins for
+    a batch system's commands, or none at all (no real ``sbatch`` can be found)."""
+    folder.mkdir(exist_ok=True)
+    for name, body in tools.items():
+        path = folder / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+
+
+SUBMIT = {
+    "slurm": "sbatch",
+    "pbs": "qsub",
+    "sge": "qsub",
+    "lsf": "bsub",
+    "htcondor": "condor_submit",
+}
+UNUSED = "echo 'stand-in: never called' >&2; exit 1"
+
+
 # -- everywhere -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "system, header",
@@ -121,7 +142,10 @@ class Sleeper:
         ("pbs", ["#PBS -N abo-hdr-", "#PBS -l walltime=00:07:00", "#PBS -q debug"]),
     ],
 )
-def test_job_script_has_tagged_header_walltime_and_worker(system: str, header: list[str]) -> None:
+def test_job_script_has_tagged_header_walltime_and_worker(
+    system: str, header: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _fake_tools(monkeypatch, tmp_path / "bin", {SUBMIT[system]: UNUSED})  # nothing is submitted
     with JobQueueExecutor(
         system=system,
         cores=1,
@@ -152,6 +176,95 @@ def test_bad_options_raise_clear_errors() -> None:
         JobQueueExecutor(system="slurm", jobs=1, min_jobs=2)
     with pytest.raises(AboError, match="memory"):
         JobQueueExecutor(system="slurm", memory="lots")
+
+
+@pytest.mark.parametrize("system", sorted(SUBMIT))
+def test_without_the_submit_command_the_executor_fails_at_once_naming_it(
+    system: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No ``sbatch`` on PATH: trials used to stay ``running`` for ten minutes and then be lost
+    (a ``FileNotFoundError`` logged by Dask); now the executor refuses to start."""
+    _fake_tools(monkeypatch, tmp_path / "bin", {})
+    tool = SUBMIT[system]
+    with pytest.raises(AboError, match=f"system: '{system}' submits jobs with '{tool}', which is "
+                       "not on PATH, so no job can start"):  # fmt: skip
+        JobQueueExecutor(system=system, memory="500MB", tag="absent")
+
+
+def test_abo_run_without_sbatch_exits_with_status_1_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "study.toml").write_text(
+        textwrap.dedent(
+            """
+            [study]
+            name = "nosbatch"
+            storage = "sqlite:///abo.db"
+            strategy = "random"
+            n_trials = 2
+            [space]
+            x = { type = "float", low = 0.0, high = 1.0 }
+            [objective]
+            command = "{python} -c 'print({x})'"
+            [executor]
+            kind = "slurm"
+            [executor.options]
+            memory = "500MB"
+            """
+        )
+    )
+    _fake_tools(monkeypatch, tmp_path / "bin", {})
+    out = subprocess.run(
+        [sys.executable, "-m", "abo.cli", "run", "study.toml"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "'sbatch', which is not on PATH" in " ".join(out.stderr.split())
+    assert "Traceback" not in out.stderr
+
+
+def _value(params: dict) -> float:
+    return params["x"]
+
+
+@pytest.mark.parametrize("system", sorted(SUBMIT))
+def test_a_refused_submission_fails_the_run_at_once_with_its_message(
+    system: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The batch system refuses the job (a real process exiting 1): the run ends at the
+    executor's next wait, quoting the refusal, with its trials lost (a resume runs them)."""
+    refusal = "Batch job submission failed: Invalid account"
+    _fake_tools(monkeypatch, tmp_path / "bin", {SUBMIT[system]: f"echo '{refusal}' >&2; exit 1"})
+    study = abo.create_study(SPACE, strategy="random", seed=1)
+    with JobQueueExecutor(system=system, memory="500MB", jobs=2, tag="refused") as ex:
+        with pytest.raises(AboError, match=f"{system}: no job could be submitted: "
+                           f"'{SUBMIT[system]}' refused the job \\(exit status 1\\)"):  # fmt: skip
+            study.optimize(_value, n_trials=2, executor=ex, verbosity=0)
+    if system != "lsf":  # bsub reads the script on stdin, its stderr discarded by dask-jobqueue
+        assert refusal in str(ex._watch.failures[-1])
+    assert [t.state for t in study.trials] == [TrialState.LOST] * 2
+
+
+def test_a_job_that_never_starts_fails_the_run_after_start_timeout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``sbatch`` accepts the job, which then never starts (no worker ever connects)."""
+    _fake_tools(
+        monkeypatch,
+        tmp_path / "bin",
+        {"sbatch": "echo 'Submitted batch job 4242'", "scancel": "exit 0"},
+    )
+    study = abo.create_study(SPACE, strategy="random", seed=1)
+    with JobQueueExecutor(system="slurm", memory="500MB", tag="never", start_timeout=2) as ex:
+        with pytest.raises(AboError, match="start_timeout: no slurm job started within 2 s"):
+            study.optimize(_value, n_trials=1, executor=ex, verbosity=0)
+    assert [t.state for t in study.trials] == [TrialState.LOST]
+
+
+def test_a_bad_start_timeout_is_refused() -> None:
+    for bad in (0, -1, "5", True, float("inf")):
+        with pytest.raises(AboError, match="start_timeout: expected a positive number"):
+            JobQueueExecutor(system="slurm", start_timeout=bad)
 
 
 @pytest.mark.slow
