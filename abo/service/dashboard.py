@@ -10,6 +10,7 @@ correct token always gets in.
 
 from __future__ import annotations
 
+import asyncio
 import html
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -23,6 +24,7 @@ from abo.service.auth import COOKIE, SESSION_SECONDS, LoginLimiter
 STATIC = Path(__file__).parent / "static"
 SWAGGER = STATIC / "swagger"
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
+LIMITED_DELAY = 1.0  # seconds added to each sign-in from an address over the limit
 NEXT_PATHS = ("/", "/docs")  # where a sign-in may lead (never an arbitrary URL)
 
 _LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>abo — sign in</title>
@@ -94,15 +96,19 @@ def dashboard_routes() -> APIRouter:
     async def login(request: Request) -> Response:
         """Trade a token for a session cookie. A correct token always gets in; after
         ``limiter.attempts`` wrong ones a minute from one client address, further wrong ones
-        are 429. The address is the one the packets came from (uvicorn trusts a proxy's
-        ``X-Forwarded-For`` only from the addresses ``--forwarded-allow-ips`` names)."""
+        are 429 and every attempt from that address is answered ``LIMITED_DELAY`` seconds late
+        (a right token still gets in, so guessing on must be slow). The address is the one
+        the packets came from (uvicorn trusts a proxy's ``X-Forwarded-For`` only from the
+        addresses ``--forwarded-allow-ips`` names)."""
         address = request.client.host if request.client else "unknown"
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         token = (form.get("token") or [""])[0].strip()
         next_path = (form.get("next") or ["/"])[0]
         tokens = request.app.state.tokens
+        wait = limiter.retry_after(address)
+        if wait is not None:  # limited: every answer, right or wrong, comes a second later,
+            await asyncio.sleep(LIMITED_DELAY)  # so guessing on stays slow (no thread held)
         if not tokens or not tokens.check(token):
-            wait = limiter.retry_after(address)
             if wait is not None:  # not counted: the limit stays ``attempts`` a window
                 return login_page(
                     429,

@@ -22,6 +22,7 @@ from abo.service.auth import (
     is_loopback,
     read_tokens,
 )
+from abo.service.dashboard import LIMITED_DELAY
 
 from .conftest import SPACE, Server
 
@@ -129,9 +130,11 @@ def test_failed_logins_are_limited_by_the_sending_address_and_never_lock_out_the
         for i in range(5):
             assert _login(srv.url, "guess", f"203.0.113.{i}").status_code == 401
         for i in range(5, 8):  # a new forwarded address each time: the same sender
+            started = time.monotonic()
             r = _login(srv.url, "guess", f"203.0.113.{i}")
             assert r.status_code == 429 and "Too many failed sign-ins" in r.text
             assert 1 <= int(r.headers["retry-after"]) <= 60
+            assert time.monotonic() - started >= LIMITED_DELAY  # guessing on is slowed
         assert _login(srv.url, TOKEN, "203.0.113.9").status_code == 303  # still gets in
         assert _login(srv.url, TOKEN).status_code == 303
     finally:
