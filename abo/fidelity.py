@@ -33,12 +33,12 @@ Example:
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from abo.exceptions import AboError
+from abo.exceptions import AboError, InvalidValueError
+from abo.outcomes import finite_float, shown
 from abo.space import Categorical, Float, Int, ParamValue, Space
 from abo.trial import Report, Trial, TrialState
 
@@ -123,6 +123,13 @@ class Fidelity:
                 raise AboError(
                     f"{FIELD}.cost: an evaluation at {param.low} would cost {low:g}; every "
                     "fidelity must cost more than 0",
+                    field=f"{FIELD}.cost",
+                )
+            high = made.cost_of(param.high)
+            if not math.isfinite(high):
+                raise AboError(
+                    f"{FIELD}.cost: an evaluation at {param.high} would cost {high:g}, beyond "
+                    "the float range; give smaller fixed and per_unit costs",
                     field=f"{FIELD}.cost",
                 )
         return made
@@ -264,12 +271,13 @@ def _check_cost(value: Any, param: Float | Int | Categorical) -> dict[str, float
         )
 
     def number(v: Any, key: str, positive: bool) -> float:
-        ok = not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(float(v))
-        ok = ok and (float(v) > 0 if positive else float(v) >= 0)
-        if not ok:
+        x = finite_float(v)  # None for 10**400 too (no OverflowError)
+        if x is None or not (x > 0 if positive else x >= 0):
             what = "a positive" if positive else "a non-negative"
-            raise AboError(f"{name}.{key}: expected {what} finite number, got {v!r}", field=name)
-        return float(v)
+            raise (InvalidValueError if x is None else AboError)(
+                f"{name}.{key}: expected {what} finite number, got {shown(v)}", field=name
+            )
+        return x
 
     if isinstance(param, Categorical):
         names = [str(c) for c in param.choices]

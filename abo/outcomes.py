@@ -263,6 +263,31 @@ def feasible(values: Mapping[str, Any], outcomes: Sequence[Outcome]) -> bool:
     return True
 
 
+def finite_float(value: Any) -> float | None:
+    """``value`` as a finite float, or ``None`` when it is not a real number (bools and strings
+    are not), is NaN or infinite, or is an integer beyond the float range (``10**400``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        out = float(value)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, a huge integer as its size, long text shortened."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        n = abs(int(value))
+        if n >= 10**30:
+            try:
+                return f"an integer of {len(str(n))} digits"
+            except ValueError:  # beyond Python's limit on int-to-text (4300 digits by default)
+                return f"an integer of about {int(n.bit_length() * math.log10(2))} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def check_number(value: Any, field: str = "value") -> float:
     """A finite float from ``value``, or ``InvalidValueError`` naming ``field``."""
     if isinstance(value, bool) or isinstance(value, str | bytes):
@@ -284,8 +309,7 @@ def check_number(value: Any, field: str = "value") -> float:
         out = float(value)
     except OverflowError:  # an int beyond the float range
         raise InvalidValueError(
-            f"{field}: must be finite, got an integer of {int(value).bit_length()} bits",
-            field=field,
+            f"{field}: must be finite, got {shown(value)}", field=field
         ) from None
     if not math.isfinite(out):
         raise InvalidValueError(f"{field}: must be finite, got {out!r}", field=field)

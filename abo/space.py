@@ -34,6 +34,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
 from abo.exceptions import SearchSpaceError
+from abo.outcomes import shown
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -85,14 +86,7 @@ def _is_finite(value: Any) -> bool:
         return False
 
 
-def _show(value: Any) -> str:
-    """``repr(value)``, shortened for huge integers and long objects (for error messages)."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        digits = len(str(abs(int(value))))
-        if digits > 30:
-            return f"an integer of {digits} digits"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+_show = shown  # repr(value), shortened for huge integers and long objects (error messages)
 
 
 def _decimal(value: float | int) -> Decimal:
@@ -428,6 +422,11 @@ class Categorical:
                 )
             if _kind(c) == "float" and not math.isfinite(cast(float, c)):  # a real, per _kind
                 raise SearchSpaceError(f"Categorical: choices must be finite, got {c!r}")
+            if _kind(c) == "int" and not -MAX_INT <= int(cast(int, c)) <= MAX_INT:
+                raise SearchSpaceError(
+                    f"Categorical: an integer choice must lie within +-2**53 (+-{MAX_INT}), "
+                    f"where JSON clients read it exactly, got {_show(c)}"
+                )
         choices = tuple(_plain(c) for c in choices)
         keys = [(type(c), c) for c in choices]
         if len(set(keys)) != len(keys):

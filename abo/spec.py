@@ -17,23 +17,24 @@ Example:
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from abo.exceptions import AboError, SearchSpaceError
+from abo.exceptions import AboError, InvalidValueError, SearchSpaceError
 from abo.outcomes import (
     Constraint,
     Objective,
     Outcome,
     check_number,
     constraints,
+    finite_float,
     objectives,
     outcomes_to_json,
     parse_outcomes,
+    shown,
 )
 from abo.space import Space
 
@@ -238,14 +239,11 @@ class StudySpec:
         _check_int(self.seed, "seed", 0, MAX_SEED - 1, "an integer in [0, 2**63)")
         if self.n_initial is not None:
             _check_int(self.n_initial, "n_initial", 1, 1_000_000, "a positive integer")
-        lease = self.lease_seconds
-        if (
-            isinstance(lease, bool)
-            or not isinstance(lease, numbers.Real)
-            or not 0 < float(lease) < math.inf
-        ):
-            raise AboError(
-                f"lease_seconds: expected a positive, finite number, got {lease!r}",
+        lease = finite_float(self.lease_seconds)  # None for 10**400 too (no OverflowError)
+        if lease is None or not lease > 0:
+            raise (InvalidValueError if lease is None else AboError)(
+                "lease_seconds: expected a positive, finite number, got "
+                f"{shown(self.lease_seconds)}",
                 field="lease_seconds",
             )
         _check_int(self.max_retries, "max_retries", 0, 1000, "a non-negative integer")
@@ -279,6 +277,7 @@ class StudySpec:
                 f"strategy_options: expected a dict, got {type(self.strategy_options).__name__}",
                 field="strategy_options",
             )
+        _check_numbers(self.strategy_options, "strategy_options")
         if not isinstance(self.strategy, str):
             raise AboError(f"strategy: expected a name, got {self.strategy!r}", field="strategy")
         if self.reference_point is not None:
@@ -516,7 +515,27 @@ def _check_int(value: Any, name: str, low: int, high: int, what: str) -> None:
         or not isinstance(value, numbers.Integral)
         or not low <= int(value) <= high
     ):
-        raise AboError(f"{name}: expected {what}, got {value!r}", field=name)
+        raise AboError(f"{name}: expected {what}, got {shown(value)}", field=name)
+
+
+def _check_numbers(value: Any, name: str) -> None:
+    """Every number nested in ``value`` (dicts, lists) finite and within the float range, or
+    ``AboError`` naming its path: a strategy's options reach float arithmetic unchecked."""
+    stack: list[tuple[Any, str]] = [(value, name)]
+    seen: set[int] = set()
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, Mapping | list | tuple):
+            if id(item) in seen:
+                continue  # a cycle: each container once
+            seen.add(id(item))
+            pairs = item.items() if isinstance(item, Mapping) else enumerate(item)
+            stack += [(v, f"{path}.{k}") for k, v in pairs]
+        elif isinstance(item, numbers.Number) and not isinstance(item, bool):
+            if finite_float(item) is None:
+                raise InvalidValueError(
+                    f"{path}: expected a finite number, got {shown(item)}", field=path
+                )
 
 
 def _check_choice(value: Any, name: str, choices: tuple[str, ...]) -> None:

@@ -37,7 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
-from abo.exceptions import AboError
+from abo.exceptions import AboError, InvalidValueError
+from abo.outcomes import finite_float, shown
 from abo.trial import Report
 
 FIELD = "stopping"
@@ -157,16 +158,19 @@ RULES: dict[str, type] = {"asha": ASHA, "median": MedianRule}
 
 
 def _number(value: Any, name: str, low: float, integer: bool = False, above: bool = False) -> Any:
-    kind = numbers.Integral if integer else numbers.Real
-    ok = not isinstance(value, bool) and isinstance(value, kind)
-    ok = ok and math.isfinite(float(value)) and (value > low if above else value >= low)
+    """A rule's setting checked: a finite number (an integer if ``integer``) within the float
+    range (``10**400`` is refused, not an ``OverflowError``), above or at least ``low``."""
+    number = finite_float(value)
+    ok = number is not None and (number > low if above else number >= low)
+    ok = ok and (not integer or isinstance(value, numbers.Integral))
     if not ok:
         what = "an integer" if integer else "a finite number"
         bound = f"above {low:g}" if above else f"of at least {low:g}"
-        raise AboError(
-            f"{FIELD}.{name}: expected {what} {bound}, got {value!r}", field=f"{FIELD}.{name}"
+        raise (InvalidValueError if number is None else AboError)(
+            f"{FIELD}.{name}: expected {what} {bound}, got {shown(value)}",
+            field=f"{FIELD}.{name}",
         )
-    return int(value) if integer else float(value)
+    return int(value) if integer else number
 
 
 def parse_stopping(value: Any) -> dict[str, Any] | None:

@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import numbers
 import re
 import threading
@@ -37,7 +36,7 @@ from abo.exceptions import (
     StudyNotFoundError,
 )
 from abo.options_check import check_existing, check_load_if_exists
-from abo.outcomes import Objective, Outcome, check_number, check_values
+from abo.outcomes import Objective, Outcome, check_number, check_values, finite_float, shown
 from abo.proposer import Proposer
 from abo.space import Space
 from abo.spec import StudySpec, check_reference
@@ -76,15 +75,13 @@ def _check_pace(pace: Any) -> float | None:
     """An ask's ``pace``: ``None`` or a positive, finite number of seconds."""
     if pace is None:
         return None
-    if (
-        isinstance(pace, bool)
-        or not isinstance(pace, numbers.Real)
-        or not 0 < float(pace) < math.inf
-    ):
-        raise AboError(
-            f"pace: expected a positive, finite number of seconds, got {pace!r}", field="pace"
+    seconds = finite_float(pace)  # None for 10**400 too (no OverflowError)
+    if seconds is None or not seconds > 0:
+        raise (InvalidValueError if seconds is None else AboError)(
+            f"pace: expected a positive, finite number of seconds, got {shown(pace)}",
+            field="pace",
         )
-    return float(pace)
+    return seconds
 
 
 def _check_infos(info: Any, n: int) -> dict[str, Any] | list[dict[str, Any]]:

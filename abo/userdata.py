@@ -18,23 +18,27 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
 import numbers
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from abo.exceptions import AboError, InvalidValueError
+from abo.outcomes import finite_float, shown
 
 log = logging.getLogger("abo")
 
 
 def _non_finite(value: Any) -> bool:
-    """A real number (Python's or NumPy's) that is NaN or infinite."""
+    """A real number (Python's or NumPy's) that is NaN or infinite, or an integer beyond the
+    float range (``10**400``: the HTTP API refuses it, and JSON clients read it as infinite)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return False
-    if isinstance(value, numbers.Integral):
-        return False
-    return not math.isfinite(float(value))
+    return finite_float(value) is None
+
+
+def _shown(value: Any) -> str:
+    """A non-finite number for a message: ``nan``/``inf`` (NumPy's too), a huge int's size."""
+    return shown(value) if isinstance(value, numbers.Integral) else repr(float(value))
 
 
 Path = tuple[Any, "Path"] | None  # (key, parent): built as text only when an error names it
@@ -82,9 +86,20 @@ def check_mapping(value: Any, field: str) -> dict[str, Any]:
         if _non_finite(item):
             where = _text(path, field)
             raise InvalidValueError(
-                f"{where}: must be a finite number, got {float(item)!r}", field=where
+                f"{where}: must be a finite number, got {_shown(item)}", field=where
             )
     return out
+
+
+def _text_of(value: Any) -> str:
+    """A non-finite number as text: ``"nan"``, ``"inf"``, a huge integer's digits (or its size
+    beyond Python's limit on int-to-text)."""
+    if not isinstance(value, numbers.Integral):
+        return repr(float(value))
+    try:
+        return str(int(value))
+    except ValueError:
+        return shown(value)
 
 
 def storable(value: Mapping[str, Any] | None, field: str) -> dict[str, Any] | None:
@@ -97,7 +112,7 @@ def storable(value: Mapping[str, Any] | None, field: str) -> dict[str, Any] | No
     def fix(item: Any, where: str) -> Any:
         if _non_finite(item):
             changed.append(where)
-            return repr(float(item))
+            return _text_of(item)
         if isinstance(item, Mapping):
             return {str(k): fix(v, f"{where}.{k}") for k, v in item.items()}
         if isinstance(item, list | tuple):
