@@ -34,18 +34,20 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import shlex
 import sys
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from abo import budget
 from abo.exceptions import AboError, ConfigError
+from abo.outcomes import finite_float, shown
 
 if TYPE_CHECKING:
     from abo.space import Space
@@ -54,6 +56,15 @@ BATCH_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor")
 EXECUTOR_KINDS = ("local", "address", "threads", *BATCH_SYSTEMS)
 # what a run needs beside the study's own options (which are abo.spec's CREATE_OPTIONS)
 RUN_KEYS = ("name", "storage", "n_trials", "max_trials", "trial_timeout", "lookahead")
+TABLES = ("study", "space", "objective", "executor")
+OBJECTIVE_KEYS = ("function", "command", "workdir", "result_file", "timeout", "env", "stop_grace")
+# the keys each kind of executor reads: another kind's key is an error, not silently dropped
+EXECUTOR_KEYS: dict[str, tuple[str, ...]] = {
+    "local": ("kind", "n_workers", "threads_per_worker"),
+    "threads": ("kind", "n_workers"),
+    "address": ("kind", "address"),
+    **{system: ("kind", "options") for system in BATCH_SYSTEMS},
+}
 
 
 def _study_keys() -> set[str]:
@@ -93,6 +104,50 @@ def _require(table: Mapping[str, Any], key: str, where: str) -> Any:
     return table[key]
 
 
+def _table(data: Mapping[str, Any], key: str, default: Any = None) -> dict[str, Any]:
+    """The file's ``[key]`` table (``default`` when absent, else required); ``ConfigError``
+    when it is not a table (``objective = "x"``)."""
+    value = _require(data, key, "file") if default is None else data.get(key, default)
+    if not isinstance(value, dict):
+        raise ConfigError(f"file.{key}: expected a [{key}] table, got {type(value).__name__}")
+    return dict(value)
+
+
+def _no_unknown(where: str, given: Iterable[str], known: Iterable[str], what: str = "key") -> None:
+    """``ConfigError`` naming the first key of ``given`` not in ``known``, with the closest
+    known one when a typo is likely (``timout`` -> ``timeout``) and the known ones."""
+    known = sorted(known)
+    unknown = sorted(set(given) - set(known))
+    if not unknown:
+        return
+    key = unknown[0]
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"{where}.{key}: unknown {what}{hint} (known: {', '.join(known)})")
+
+
+def _seconds(value: Any, where: str, zero: bool = False) -> float:
+    """A finite number of seconds above 0 (at least 0 with ``zero``), or ``ConfigError``:
+    TOML's ``inf`` and ``nan`` are numbers too."""
+    seconds = finite_float(value)
+    if seconds is None or not (seconds >= 0 if zero else seconds > 0):
+        what = "a finite number of seconds" + (" (>= 0)" if zero else " above 0")
+        raise ConfigError(f"{where}: expected {what}, got {shown(value)}")
+    return seconds
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: expected a positive integer, got {shown(value)}")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a non-empty string, got {shown(value)}")
+    return value
+
+
 def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The parsed file and its checked ``[study]`` table (relative SQLite storage resolved)."""
     try:
@@ -108,9 +163,11 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise ConfigError(f"file.study: expected a [study] table in {path}")
     study = dict(study)
     known = _study_keys()
-    unknown = sorted(set(study) - known)
-    if unknown:
-        raise ConfigError(f"study.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+    for key in sorted(set(data) - set(TABLES)):
+        if key in known:  # a [study] key above [study], or a [stopping] table of its own
+            raise ConfigError(f"file.{key}: {key} is a key of [study]; move it into that table")
+        _no_unknown("file", [key], TABLES, "table")
+    _no_unknown("study", study, known)
     storage = study.get("storage")
     if (
         isinstance(storage, str)
@@ -166,20 +223,75 @@ def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> R
         raise ConfigError(
             f'study.lookahead: expected "auto" or a non-negative integer, got {lookahead!r}'
         )
+    if study.get("trial_timeout") is not None:
+        study["trial_timeout"] = _seconds(study["trial_timeout"], "study.trial_timeout")
     try:
         space = Space.from_json(_require(data, "space", "file"))
     except AboError as exc:
         raise ConfigError(f"space.{exc}") from None
-    objective = dict(_require(data, "objective", "file"))
+    _check_options(space, study)
+    return RunSpec(
+        path=path,
+        study=study,
+        space=space,
+        objective=_objective(_table(data, "objective")),
+        executor=_executor(_table(data, "executor", {"kind": "local"})),
+    )
+
+
+def _check_options(space: Space, study: Mapping[str, Any]) -> None:
+    """The ``[study]`` options checked as ``abo.create_study`` checks them, so a bad one is
+    ``ConfigError`` naming ``study.KEY`` before anything is opened or run."""
+    from abo.spec import StudySpec
+
+    options = {k: v for k, v in study.items() if k not in RUN_KEYS}
+    try:
+        StudySpec.create(space, **options)
+    except AboError as exc:
+        raise ConfigError(f"study.{exc}") from None
+
+
+def _objective(objective: dict[str, Any]) -> dict[str, Any]:
+    """The ``[objective]`` table checked: its keys, one of function or command, the types."""
+    _no_unknown("objective", objective, OBJECTIVE_KEYS)
     if ("function" in objective) == ("command" in objective):
         raise ConfigError("objective: give exactly one of 'function' or 'command'")
-    executor = dict(data.get("executor", {"kind": "local"}))
+    for key in ("function", "command", "workdir", "result_file"):
+        if key in objective:
+            _string(objective[key], f"objective.{key}")
+    if "timeout" in objective:
+        objective["timeout"] = _seconds(objective["timeout"], "objective.timeout")
+    if "stop_grace" in objective:
+        objective["stop_grace"] = _seconds(objective["stop_grace"], "objective.stop_grace", True)
+    env = objective.get("env", {})
+    if not isinstance(env, dict):
+        raise ConfigError(f"objective.env: expected a table of strings, got {shown(env)}")
+    for name, value in env.items():
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ConfigError(f"objective.env.{name}: expected a string, got {shown(value)}")
+    return objective
+
+
+def _executor(executor: dict[str, Any]) -> dict[str, Any]:
+    """The ``[executor]`` table checked: its kind, the keys that kind reads, their types."""
     kind = executor.setdefault("kind", "local")
     if kind not in EXECUTOR_KINDS:
         raise ConfigError(f"executor.kind: {kind!r} is not one of {', '.join(EXECUTOR_KINDS)}")
-    if kind == "address" and "address" not in executor:
-        raise ConfigError("executor.address: missing (kind = 'address' needs it)")
-    return RunSpec(path=path, study=study, space=space, objective=objective, executor=executor)
+    valid = EXECUTOR_KEYS[kind]
+    for key in sorted(set(executor) - set(valid)):
+        if any(key in keys for keys in EXECUTOR_KEYS.values()):
+            raise ConfigError(
+                f"executor.{key}: not read for kind = {kind!r} (its keys: {', '.join(valid)})"
+            )
+        _no_unknown("executor", [key], {k for keys in EXECUTOR_KEYS.values() for k in keys})
+    for key in ("n_workers", "threads_per_worker"):
+        if key in executor:
+            _positive_int(executor[key], f"executor.{key}")
+    if kind == "address":
+        _string(_require(executor, "address", "executor"), "executor.address")
+    if not isinstance(executor.get("options", {}), dict):
+        raise ConfigError(f"executor.options: expected a table, got {shown(executor['options'])}")
+    return executor
 
 
 def build_objective(spec: RunSpec) -> Callable[..., Any]:
@@ -195,12 +307,14 @@ def build_objective(spec: RunSpec) -> Callable[..., Any]:
             .replace("{python}", shlex.quote(sys.executable))
         )
         workdir = Path(obj.get("workdir", "abo-runs"))
+        grace = {"stop_grace": obj["stop_grace"]} if "stop_grace" in obj else {}
         return Command(
             template,
             workdir=workdir if workdir.is_absolute() else here / workdir,
             result_file=obj.get("result_file"),
             timeout=obj.get("timeout"),
             env={str(k): str(v) for k, v in obj.get("env", {}).items()},
+            **grace,
         )
     target = str(obj["function"])
     module_name, _, attr = target.partition(":")

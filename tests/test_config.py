@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import abo_here
 
 import abo
-from abo.config import load_spec, open_study
+from abo.config import build_objective, load_spec, open_study
 from abo.exceptions import ConfigError
 from abo.spec import CREATE_OPTIONS
 
@@ -201,3 +201,110 @@ def test_resuming_a_study_file_compares_its_options_with_the_stored_ones(
     invalid = abo_here(*run, "--keep-stored-options", cwd=tmp_path)
     assert invalid.returncode == 1 and "lease_seconds: expected a positive" in invalid.stderr
     assert len(_trials(tmp_path)) == 1
+
+
+# (what replaces what in FILE, the start of the error): a key abo does not read is an error in
+# every table, naming the table and the key, with the closest known key when one is close
+UNKNOWN = [
+    (
+        'function = "objective:two"',
+        'function = "objective:two"\ntimout = 5',
+        (
+            "objective.timout: unknown key; did you mean 'timeout'? (known: command, env, "
+            "function, result_file, stop_grace, timeout, workdir)"
+        ),
+    ),
+    (
+        "n_workers = 2",
+        "n_workerz = 2",
+        "executor.n_workerz: unknown key; did you mean 'n_workers'?",
+    ),
+    (
+        "n_workers = 2",
+        'n_workers = 2\naddress = "tcp://h:8786"',
+        ("executor.address: not read for kind = 'threads' (its keys: kind, n_workers)"),
+    ),
+    ('kind = "threads"\nn_workers = 2', 'kind = "address"', "executor.address: missing"),
+    (
+        "seed = 3",
+        'seed = 3\nstoping = "asha"',
+        "study.stoping: unknown key; did you mean 'stopping'?",
+    ),
+    (
+        "seed = 3",
+        'seed = 3\nstopping = {rule = "asha", min_stp = 1}',
+        ("study.stopping.min_stp: not a setting of asha"),
+    ),
+    (
+        "seed = 3",
+        'seed = 3\nfidelity = {parameter = "x", targt = 1}',
+        ("study.fidelity.targt: not a setting of a fidelity"),
+    ),
+    (
+        "[space]",
+        '[stopping]\nrule = "asha"\n\n[space]',
+        ("file.stopping: stopping is a key of [study]; move it into that table"),
+    ),
+    ("[study]", "max_trials = 4\n[study]", "file.max_trials: max_trials is a key of [study]"),
+    ("[objective]", "[objetive]", "file.objetive: unknown table; did you mean 'objective'?"),
+    (
+        "[executor]",
+        "[extras]\nnote = 1\n[executor]",
+        ("file.extras: unknown table (known: executor, objective, space, study)"),
+    ),
+    ("step = 0.25", "step = 0.25, lgo = true", "space.x: unknown key 'lgo'"),
+    (
+        'function = "objective:two"',
+        '[objective.function]\nmodule = "objective"',
+        "objective.function: expected a non-empty string, got {'module': 'objective'}",
+    ),
+    (
+        'function = "objective:two"',
+        'function = "objective:two"\nenv = {A = {b = 1}}',
+        ("objective.env.A: expected a string"),
+    ),
+    (
+        'function = "objective:two"',
+        'function = "objective:two"\nstop_grace = -1',
+        ("objective.stop_grace: expected a finite number of seconds (>= 0), got -1"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "error"), UNKNOWN, ids=[u[2].split(":")[0] for u in UNKNOWN]
+)
+def test_a_key_abo_does_not_read_is_an_error_naming_table_and_key(
+    tmp_path: Path, old: str, new: str, error: str
+) -> None:
+    path = tmp_path / "typo.toml"
+    text = FILE.format(extra="")
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(ConfigError) as info:
+        load_spec(path)
+    assert str(info.value).startswith(error), str(info.value)
+
+
+def test_stop_grace_is_an_objective_key_given_to_the_command(tmp_path: Path) -> None:
+    """A command's seconds between SIGTERM and SIGKILL when the stopping rule ends it."""
+    path = tmp_path / "grace.toml"
+    command = "command = \"{python} -c 'print({x})'\"\nstop_grace = 2.5"
+    path.write_text(FILE.format(extra="").replace('function = "objective:two"', command))
+    assert build_objective(load_spec(path)).stop_grace == 2.5
+    path.write_text(path.read_text().replace("stop_grace = 2.5\n", ""))
+    assert build_objective(load_spec(path)).stop_grace == 10.0  # Command's default
+
+
+@pytest.mark.parametrize("table", ["objective", "executor"])
+def test_a_table_given_as_a_value_is_an_error_naming_it(tmp_path: Path, table: str) -> None:
+    path = tmp_path / "flat.toml"
+    text = FILE.format(extra="")
+    start = text.index(f"[{table}]")
+    end = text.find("\n[", start + 1)
+    text = text[:start] + (text[end + 1 :] if end != -1 else "")
+    path.write_text(f'{table} = "threads"\n' + text)
+    with pytest.raises(
+        ConfigError, match=f"^file.{table}: expected a \\[{table}\\] table, got str"
+    ):
+        load_spec(path)

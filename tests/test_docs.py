@@ -18,6 +18,7 @@ from doc_blocks import MARKERS, SERVICE_URL, Block, blocks, python_blocks
 from service.conftest import Server
 
 import abo
+from abo import config
 from abo.storage import open_storage
 from abo.trial import TrialState
 
@@ -134,9 +135,9 @@ def test_python_block_runs_twice_as_a_plain_file(block: Block, tmp_path: Path) -
 
 # -- docs/study-file.md: the reference of abo run's TOML file ---------------------------------
 STUDY_FILE = ROOT / "docs" / "study-file.md"
-# what abo.config.load_spec and build_objective/build_executor read (they keep no list of these)
-OBJECTIVE_KEYS = {"function", "command", "workdir", "result_file", "timeout", "env"}
-EXECUTOR_KEYS = {"kind", "n_workers", "threads_per_worker", "address", "options"}
+# what abo.config.load_spec reads (any other key is an error there)
+OBJECTIVE_KEYS = set(config.OBJECTIVE_KEYS)
+EXECUTOR_KEYS = {key for keys in config.EXECUTOR_KEYS.values() for key in keys}
 MINIMAL = {
     "study": {"n_trials": 4},
     "space": {"x": {"type": "float", "low": 0, "high": 1}},
