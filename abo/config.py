@@ -23,13 +23,17 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
     either ``function = "module:function"`` (imported with the file's folder on the path) or
     ``command = "{python} train.py --lr {lr}"`` (``{here}`` is the file's folder, ``{python}``
     the interpreter running abo, so a virtualenv needs no activation) with optional
-    ``workdir``, ``result_file``, ``timeout`` and ``env``.
+    ``workdir``, ``result_file``, ``timeout``, ``env`` and ``stop_grace``.
 ``[executor]``
     ``kind = "local"`` (a Dask LocalCluster; ``n_workers``, ``threads_per_worker``),
     ``"address"`` (``address = "tcp://host:8786"``), ``"threads"`` (``n_workers``), or a batch
     system ``"slurm" | "pbs" | "lsf" | "sge" | "htcondor"`` with its options in
     ``[executor.options]`` (``cores``, ``memory``, ``walltime``, ``queue``, ``account``,
     ``jobs``, ...).
+
+A key abo does not read is an error in every table (and at the top of the file), naming it,
+and so is a number that is not finite (TOML's ``inf``, ``nan``); docs/study-file.md lists every
+key.
 """
 
 from __future__ import annotations
