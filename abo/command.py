@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from abo.exceptions import AboError, TrialFailure
+from abo.outcomes import finite_float, shown
 
 STDERR_TAIL = 2000
 REPORT_PREFIX = b"abo:report"
@@ -258,12 +259,16 @@ class Command:
         self.template = template
         self.workdir = Path(workdir).absolute()
         self.result_file = result_file
-        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
-            raise AboError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+        if timeout is not None and not ((t := finite_float(timeout)) is not None and t > 0):
+            raise AboError(
+                f"timeout: expected a finite number of seconds > 0, got {shown(timeout)}"
+            )
         self.timeout = timeout
         self.env = dict(env or {})
-        if not (isinstance(stop_grace, int | float) and 0 <= stop_grace < math.inf):
-            raise AboError(f"stop_grace: expected seconds (>= 0), got {stop_grace!r}")
+        if not ((g := finite_float(stop_grace)) is not None and g >= 0):
+            raise AboError(
+                f"stop_grace: expected a finite number of seconds >= 0, got {shown(stop_grace)}"
+            )
         self.stop_grace = float(stop_grace)
 
     def __repr__(self) -> str:

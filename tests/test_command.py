@@ -95,6 +95,14 @@ def test_template_errors_name_the_placeholder(tmp_path: Path) -> None:
         Command("echo 1", timeout=-1)
 
 
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), 10**400, -(2**1024), "5"])
+@pytest.mark.parametrize("option", ["timeout", "stop_grace"])
+def test_a_time_that_is_not_a_finite_number_is_refused_naming_it(option: str, bad: object) -> None:
+    """10**400 used to be a raw OverflowError, inf a timeout that never came."""
+    with pytest.raises(AboError, match=rf"^{option}: expected a finite"):
+        Command("echo 1", **{option: bad})
+
+
 def test_named_outcomes_from_a_command_and_a_missing_one_fails_its_trial(tmp_path: Path) -> None:
     import abo
     from abo.executors import ThreadExecutor
