@@ -276,17 +276,28 @@ def _exit_now() -> None:
     os._exit(0)
 
 
+class _ShutdownNoise(logging.Filter):
+    """Drops a worker's heartbeat failure: in a LocalCluster abo started, the scheduler lives in
+    the driver's process, so a worker that cannot reach it is one the driver is closing (on two
+    busy cores the scheduler can stop a moment before its workers, and each logged an ERROR
+    with a traceback after a successful run)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to communicate with scheduler")
+
+
 class _QuickExit(WorkerPlugin):
     """In each worker process of a LocalCluster abo started: once the worker has closed, the
     process leaves without the interpreter's teardown (freeing every module torch and the
     objective loaded took 0.2-0.5 s a worker, and seconds when eight shared two busy cores,
-    while the driver waited for them to exit)."""
+    while the driver waited for them to exit); its shutdown's heartbeat failure is not logged."""
 
     idempotent = True
     name = "abo-quick-exit"
 
     def setup(self, worker: Any) -> None:
         atexit.register(_exit_now)
+        logging.getLogger("distributed.worker").addFilter(_ShutdownNoise())
 
 
 async def _import(modules: list[str]) -> None:
@@ -347,7 +358,9 @@ class DaskExecutor:
                     threads_per_worker=threads_per_worker,
                     processes=True,
                     host="127.0.0.1",
-                    dashboard_address=None,
+                    # the scheduler serves HTTP even without a dashboard, on 8787 by default,
+                    # with a UserWarning when another cluster holds it: any free port instead
+                    dashboard_address=":0",
                     silence_logs=logging.ERROR,
                 )
             self.client = Client(self._cluster)

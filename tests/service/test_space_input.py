@@ -18,10 +18,7 @@ HUGE = 10**400  # 401 digits: JSON carries it, no float holds it
 OK = {"type": "float", "low": 0, "high": 1}
 
 BAD = [
-    ({"type": "int", "low": 0, "high": HUGE}, "high must lie within +-2**53"),
-    ({"type": "int", "low": -HUGE, "high": 0}, "low must lie within +-2**53"),
     ({"type": "int", "low": 0, "high": 2**53 + 2}, "high must lie within +-2**53"),
-    ({"type": "float", "low": 0, "high": HUGE}, "high must be finite"),
     ({"type": "float", "low": -1e308, "high": 1e308}, "is too wide"),
     ({"type": "float", "low": "0", "high": 1}, "low must be a real number"),
     ({"type": "int", "low": 0, "high": None}, "high must be an integer"),
@@ -34,6 +31,27 @@ BAD = [
     ({"type": "matrix", "low": 0, "high": 1}, "unknown type 'matrix'"),
     ({"type": "float", "low": 0}, "float is missing 'high'"),
 ]
+
+
+# Integers no float holds are refused wherever they are in a body, before the space is read
+HUGE_BOUNDS = [
+    ({"type": "int", "low": 0, "high": HUGE}, "high"),
+    ({"type": "int", "low": -HUGE, "high": 0}, "low"),
+    ({"type": "float", "low": 0, "high": HUGE}, "high"),
+]
+
+
+@pytest.mark.parametrize(("spec", "key"), HUGE_BOUNDS)
+def test_a_bound_beyond_the_float_range_is_422_naming_its_path(
+    api: httpx.Client, spec: dict, key: str
+) -> None:
+    name = f"s-{uuid.uuid4().hex[:10]}"
+    r = api.post("/studies", json={"name": name, "space": {"ok": OK, "n_layers": spec}})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_value" and error["field"] == f"space.n_layers.{key}", error
+    assert "beyond the float range" in error["message"], error
+    assert api.get(f"/studies/{name}").status_code == 404  # nothing was created
 
 
 def _local_port(response: httpx.Response) -> int:
