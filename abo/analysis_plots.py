@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from abo import analysis  # noqa: E402
 from abo.exceptions import AboError  # noqa: E402
+from abo.plots import literal_text  # noqa: E402
 from abo.space import Categorical  # noqa: E402
 from abo.spec import StudySpec  # noqa: E402
 from abo.trial import Trial  # noqa: E402
@@ -27,6 +28,7 @@ def _save(fig: Any, out: str | Path) -> Path:
     return path
 
 
+@literal_text
 def importance(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str = "",
                objective: str | None = None,
                progress: analysis.Progress | None = None) -> Path:  # fmt: skip
@@ -52,6 +54,7 @@ def importance(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title:
     return _save(fig, out)
 
 
+@literal_text
 def slices(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str = "",
            objective: str | None = None,
            progress: analysis.Progress | None = None) -> Path:  # fmt: skip
@@ -83,6 +86,7 @@ def slices(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str
     return _save(fig, out)
 
 
+@literal_text
 def contour(spec: StudySpec, trials: Sequence[Trial], out: str | Path, x: str, y: str,
             title: str = "", objective: str | None = None,
             progress: analysis.Progress | None = None) -> Path:  # fmt: skip
@@ -108,6 +112,7 @@ def contour(spec: StudySpec, trials: Sequence[Trial], out: str | Path, x: str, y
     return _save(fig, out)
 
 
+@literal_text
 def cross_validation(spec: StudySpec, trials: Sequence[Trial], out: str | Path, title: str = "",
                      objective: str | None = None,
                      progress: analysis.Progress | None = None) -> Path:  # fmt: skip

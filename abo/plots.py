@@ -5,9 +5,11 @@ best value against the evaluation time spent (coloured by fidelity in a study wi
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import matplotlib
 
@@ -22,6 +24,23 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from abo.outcomes import Constraint, Objective, feasible  # noqa: E402
 from abo.trial import Report, Trial, TrialState  # noqa: E402
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def literal_text(draw: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Draw with every label as literal text: a parameter or study name holding ``$...$`` is
+    shown as written, never parsed as mathtext (``$\\nocmd{$`` made every plot of its study
+    fail). Scoped to the call, so the user's own matplotlib settings are untouched."""
+
+    @functools.wraps(draw)
+    def literal(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return literal
+
 
 Counts = Callable[[Trial], bool]
 """Which done trials are results (a study with a fidelity: those at its target)."""
@@ -73,6 +92,7 @@ def infeasible_points(
     ]
 
 
+@literal_text
 def convergence(
     trials: Sequence[Trial],
     direction: str,
@@ -137,6 +157,7 @@ _COLOURS = {
 }
 
 
+@literal_text
 def timeline(trials: Sequence[Trial], out: str | Path, title: str = "") -> Path:
     """Write a PNG with one lane per worker and one bar per trial; gaps are idle workers."""
     data = lanes(trials)
@@ -195,6 +216,7 @@ def _overlaps(texts: Sequence[matplotlib.text.Text], renderer: RendererBase) -> 
     return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
+@literal_text
 def parallel_figure(
     trials: Sequence[Trial], space_json: dict, direction: str, title: str = ""
 ) -> Figure:
@@ -291,6 +313,7 @@ def parallel_figure(
     return fig
 
 
+@literal_text
 def parallel(
     trials: Sequence[Trial], space_json: dict, direction: str, out: str | Path, title: str = ""
 ) -> Path:
@@ -302,6 +325,7 @@ def parallel(
     return path
 
 
+@literal_text
 def pareto_figure(
     trials: Sequence[Trial], objectives: Sequence[Objective], title: str = ""
 ) -> Figure:
@@ -352,6 +376,7 @@ def pareto_figure(
     return fig
 
 
+@literal_text
 def pareto(
     trials: Sequence[Trial], objectives: Sequence[Objective], out: str | Path, title: str = ""
 ) -> Path:
@@ -363,6 +388,7 @@ def pareto(
     return path
 
 
+@literal_text
 def learning_curves(
     trials: Sequence[Trial],
     reports: Mapping[int, Sequence[Report]],
@@ -420,6 +446,7 @@ def evaluation_seconds(trial: Trial) -> float | None:
     return None
 
 
+@literal_text
 def cost_curve(
     trials: Sequence[Trial],
     direction: str,
@@ -451,6 +478,7 @@ def cost_curve(
     return out
 
 
+@literal_text
 def cost(
     trials: Sequence[Trial],
     direction: str,

@@ -246,3 +246,33 @@ def test_the_cost_curve_spends_every_finished_trial_and_counts_results_only(
     assert plots.cost_curve(trials, "minimize")[0][1] == 0.2  # without a fidelity: all count
     png = plots.cost(trials, "minimize", tmp_path / "cost.png", fidelity="mesh", counts=at_target)
     assert mpimg.imread(png).shape[0] > 100
+
+
+def test_names_with_dollar_signs_and_markup_are_drawn_as_written(tmp_path: Path) -> None:
+    """A parameter named ``$\\nocmd{$`` was parsed as mathtext and every plot of its study
+    failed with a ParseFatalException; labels are literal now, and the user's matplotlib
+    settings are left as they were."""
+    import matplotlib
+
+    from abo import analysis_plots
+
+    odd, tag = "$\\nocmd{$", "<b>x</b>"
+    space = abo.Space(
+        {odd: abo.Float(0, 1), tag: abo.Float(0, 1), "c": abo.Categorical(["$\\bad{$", "b"])}
+    )
+    study = abo.create_study(space, strategy="random", seed=0)
+    for _ in range(8):
+        t = study.ask()
+        study.tell(t.id, t.params[odd] + t.params[tag] + (t.params["c"] == "b"))
+    trials, spec = study.trials, study.spec
+    before = matplotlib.rcParams["text.parse_math"]
+    drawn = [
+        plots.convergence(trials, "minimize", tmp_path / "c.png", title="$\\x{$"),
+        plots.timeline(trials, tmp_path / "t.png"),
+        plots.parallel(trials, space.to_json(), "minimize", tmp_path / "p.png"),
+        analysis_plots.importance(spec, trials, tmp_path / "i.png"),
+        analysis_plots.slices(spec, trials, tmp_path / "s.png"),
+        analysis_plots.contour(spec, trials, tmp_path / "k.png", odd, tag),
+    ]
+    assert all(p.stat().st_size > 0 for p in drawn)
+    assert matplotlib.rcParams["text.parse_math"] == before
