@@ -146,6 +146,7 @@ def demo(
         console.print(
             f"study [bold]{escape(study.name)}[/bold] in {escape(where)}: {trials} trials of "
             f"Hartmann-6 on {workers} Dask workers ({study.strategy})",
+            markup=True,  # the one line with markup (the names in it escaped)
             highlight=False,
         )
         objective = functools.partial(
@@ -267,6 +268,7 @@ def run(
             f"study [bold]{escape(study.name)}[/bold] in {escape(storage_label(storage))}: "
             f"{done_before}{total} finished, {remaining} to go ({study.strategy}, "
             f"{spec.executor['kind']} executor)",
+            markup=True,  # the one line with markup (the names in it escaped)
             highlight=False,
         )
         if remaining <= 0:

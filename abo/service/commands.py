@@ -46,12 +46,15 @@ NO_WRAP_WIDTH = 10_000  # "never wrap" for rich when the output is not a termina
 def make_console(stderr: bool = False, min_width: int | None = None) -> Console:
     """A console for abo's commands: the terminal's width on a terminal (at least
     ``min_width``); anywhere else (a pipe, a file, a batch job's log) lines are never wrapped,
-    so a printed command, URL or parameter set stays whole on its line."""
-    console = Console(stderr=stderr)
+    so a printed command, URL or parameter set stays whole on its line. Text is printed as
+    written, never as rich markup: a parameter named ``[/x]`` or a failure reason holding
+    ``[red]`` is data (it crashed ``abo trials`` with a MarkupError); a line that wants
+    markup says ``print(..., markup=True)`` and escapes what it quotes."""
+    console = Console(stderr=stderr, markup=False)
     if not console.is_terminal:
-        return Console(stderr=stderr, soft_wrap=True, width=NO_WRAP_WIDTH)
+        return Console(stderr=stderr, soft_wrap=True, width=NO_WRAP_WIDTH, markup=False)
     if min_width is not None and console.width < min_width:
-        return Console(stderr=stderr, width=min_width)
+        return Console(stderr=stderr, width=min_width, markup=False)
     return console
 
 

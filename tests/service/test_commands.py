@@ -90,6 +90,24 @@ def test_best_and_missing_study(where) -> None:
     assert missing.exit_code == 1 and "nope" in missing.output
 
 
+def test_names_and_reasons_that_look_like_markup_are_printed_as_written(tmp_path: Path) -> None:
+    """A parameter named ``[/x]`` or a failure reason ``[/oops] broke`` was read as rich
+    markup: ``abo trials`` and ``abo best`` ended in a MarkupError traceback."""
+    url = f"sqlite:///{tmp_path / 'markup.db'}"
+    space = abo.Space({"[/x]": abo.Float(0, 1), "[red]y": abo.Categorical(["[/b]", "[bold]b"])})
+    study = abo.create_study(space, name="markup", storage=url, strategy="random", seed=0)
+    for _ in range(3):
+        t = study.ask()
+        study.tell(t.id, t.params["[/x]"])
+    study.fail(study.ask().id, "[/oops] broke")
+    opts = ["--storage", url]
+    trials = _ok(["trials", "markup", *opts])
+    assert "[/x]" in trials and "[red]y" in trials and "[/oops] broke" in trials
+    best = _ok(["best", "markup", *opts])
+    assert "[/x]" in best and str(study.best.params["[red]y"]) in best
+    assert "markup" in _ok(["studies", *opts])
+
+
 @pytest.mark.parametrize("source", ["storage", "service"])
 def test_best_of_two_objectives_is_the_pareto_front(
     source: str, tmp_path: Path, request: pytest.FixtureRequest
