@@ -109,7 +109,9 @@ def test_killed_worker_loses_the_trial_and_retries_it(executor: DaskExecutor) ->
         assert frame.loc[t.retry_of, "state"] == "lost"
     done = frame[frame["state"] == "done"]
     assert len(done) == 4 and done["worker"].str.contains(":").all()
-    assert done["worker"].nunique() >= 2 and f":{os.getpid()}" not in "".join(done["worker"])
+    # in worker processes, never the driver (which ones depends on how soon the killed worker
+    # is back: on loaded cores its survivor can finish all four)
+    assert f":{os.getpid()}" not in "".join(done["worker"])
     assert (done["eval_seconds"] >= 1.0).all()  # _sleepy's evaluations
 
 
