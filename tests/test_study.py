@@ -434,7 +434,8 @@ def test_expired_lease_is_lost_on_the_next_ask_and_retried(storage_url: str) -> 
     assert lost.state is TrialState.LOST and lost.reason == "lease expired"
     assert retry.id == t.id + 1 and retry.state is TrialState.RUNNING
     assert retry.retry_of == t.id and retry.attempt == 1 and retry.params == t.params
-    assert s.reap() == []  # lost exactly once
+    # lost exactly once (the retry's own short lease may run out too on loaded cores)
+    assert t.id not in [x.id for x in s.reap()]
 
 
 def test_expired_lease_is_lost_on_the_next_tell_and_retried(storage_url: str) -> None:
