@@ -305,12 +305,12 @@ def auto_lookahead(
     under ``QUEUE_LOAD``: a freed worker waits at most that 1 %, and every proposal sees every
     result. With many workers the load passes it even for cheap proposals (32 workers, 1.25 s
     evaluations, ``thompson`` points of 0.009 s: load 0.23), the waits add up to that 1 % and
-    more (utilization 0.97 without a queue there, 0.995 with one: ``docs/benchmarks.md``).
+    more (utilization 0.97 without a queue there, 0.995 with one: ``docs/benchmarks-changelog.md``).
     Past it, one evaluation per worker waits on deck (the executor starts it the moment the
     worker is free), or twice the
     load when that is more, so bursts of results (durations vary; several workers free at
     once) find proposals ready (twice the load alone, 2 for the demo's 4 workers, left
-    them waiting in bursts: ``docs/benchmarks.md``). ``gap_seconds`` is the driver's own
+    them waiting in bursts: ``docs/benchmarks-changelog.md``). ``gap_seconds`` is the driver's own
     time per trial (its durable tell and its submission), which a freed worker waits for
     when nothing is on deck: past 1 % of an evaluation it queues one per worker too.
     Capped at ``AUTO_CAP`` times the workers, where the queue's staleness costs more than the
@@ -474,8 +474,8 @@ class _Asker:
 
     def release(self) -> None:
         """A finished trial's result is stored: its place may be refilled, by a proposal that
-        sees it (``docs/benchmarks.md``, "Queued places refilled after the tells"). The next
-        ``take`` sets the exact counts."""
+        sees it (``docs/benchmarks-changelog.md``, "Queued places refilled after the tells").
+        The next ``take`` sets the exact counts."""
         with self.cond:
             self.inflight = max(0, self.inflight - 1)
             self.finished += 1
