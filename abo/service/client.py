@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
@@ -32,15 +32,12 @@ from abo.exceptions import (
     TrialStateError,
 )
 from abo.options_check import check_load_if_exists
-from abo.outcomes import Outcome, check_number, check_values
 from abo.service.codes import CODES
 from abo.space import Space
 from abo.spec import StudySpec
+from abo.study_api import StudyAPI
+from abo.study_checks import MAX_REASON
 from abo.trial import ProposalRecord, Report, Trial, TrialState
-
-if TYPE_CHECKING:
-    from abo.executors.base import Executor
-    from abo.loop import OptimizeResult
 
 API = "/api/v1"
 CREATED_HEADER = "X-Abo-Study-Created"
@@ -67,12 +64,6 @@ def _trial(data: Mapping[str, Any]) -> Trial:
         finished_at=data.get("finished_at"),
         lease_expires_at=data.get("lease_expires_at"),
     )
-
-
-def _wire(value: Any, outcomes: tuple[Outcome, ...]) -> float | dict[str, float]:
-    """A told value as it is sent: checked here (JSON cannot carry NaN), then by the service."""
-    values = check_values(value, outcomes)
-    return values if isinstance(value, Mapping) else next(iter(values.values()))
 
 
 class Client:
@@ -254,8 +245,15 @@ class Client:
         return RemoteStudy(self, self.request("GET", f"/studies/{name}"))
 
 
-class RemoteStudy:
-    """A study on the service, with the methods and properties of ``abo.Study``."""
+class RemoteStudy(StudyAPI):
+    """A study on the service, with the methods and properties of ``abo.Study``: the public
+    methods and their checks are ``abo.study_api.StudyAPI``'s (a bad argument is refused
+    here, before any request); this class sends the checked calls to the service.
+
+    An ask carries a fresh ``client_id``, so a retry after a lost answer gets the trials that
+    answer held instead of starting more; an ask with one ``info`` per trial asks one by one.
+    ``importance`` and ``trials_dataframe`` are computed here, from the study's trials.
+    """
 
     def __init__(self, client: Client, data: Mapping[str, Any]) -> None:
         self._client = client
@@ -279,31 +277,8 @@ class RemoteStudy:
 
     @property
     def spec(self) -> StudySpec:
+        """What the study is: space, outcomes, strategy and options (``abo.spec``)."""
         return self._spec
-
-    @property
-    def config(self) -> StudySpec:
-        return self._spec
-
-    @property
-    def space(self) -> Space:
-        return self._spec.space
-
-    @property
-    def outcomes(self) -> tuple[Outcome, ...]:
-        return self._spec.outcomes
-
-    @property
-    def direction(self) -> str:
-        return self._spec.direction
-
-    @property
-    def strategy(self) -> str:
-        return self._spec.strategy
-
-    @property
-    def seed(self) -> int:
-        return self._spec.seed
 
     @property
     def created_at(self) -> float:
@@ -311,146 +286,39 @@ class RemoteStudy:
         return self._created_at
 
     # -- reading ----------------------------------------------------------------------------
-    def _list(self, state: str | None = None) -> list[Trial]:
+    def _trials(self, state: TrialState | None) -> list[Trial]:
         out: list[Trial] = []
         offset: int | None = 0
         while offset is not None:
-            page = self._call("GET", "/trials", state=state, offset=offset, limit=10_000)
+            page = self._call(
+                "GET", "/trials", state=state and state.value, offset=offset, limit=10_000
+            )
             out += [_trial(t) for t in page["trials"]]
             offset = page["next_offset"]
         return out
 
-    @property
-    def trials(self) -> list[Trial]:
-        """Every trial, in id order."""
-        return self._list()
+    def _get_trial(self, trial_id: int) -> Trial:
+        return _trial(self._call("GET", f"/trials/{trial_id}"))
 
-    def importance(self, objective: str | None = None) -> dict[str, dict[str, float]]:
-        """Which parameters matter, as ``abo.Study.importance`` (computed here, from the
-        study's trials)."""
-        from abo.analysis import importance
+    def _count(self) -> int:
+        return int(self._call("GET", "/trials", limit=1)["total"])
 
-        ranked = importance(self.spec, self.trials, objective)
-        return {i.name: {k: v for k, v in i.to_json().items() if k != "name"} for i in ranked}
-
-    def trials_dataframe(self) -> Any:
-        """Every trial as a ``pandas.DataFrame``, as ``abo.Study.trials_dataframe``."""
-        from abo.dataframe import trials_dataframe
-
-        return trials_dataframe(self.trials, self.spec)
-
-    @property
-    def pending(self) -> list[Trial]:
-        """The running trials."""
-        return self._list("running")
-
-    @property
-    def best(self) -> Trial | None:
-        """The done trial with the best value (``None`` before the first result)."""
+    def _best(self) -> Trial | None:
         data = self._call("GET", "/best")["trial"]
         return _trial(data) if data is not None else None
 
-    @property
-    def best_trials(self) -> list[Trial]:
-        """The Pareto front of done trials (for one objective, the best trial), in id order."""
+    def _best_trials(self) -> list[Trial]:
         return [_trial(t) for t in self._call("GET", "/best_trials")["trials"]]
 
-    def reference_point(self) -> dict[str, float]:
-        """The default reference point of ``hypervolume``, in each objective's units."""
+    def _reference_point(self) -> dict[str, float]:
         return dict(self._call("GET", "/reference_point")["reference_point"])
 
-    def hypervolume(self, reference_point: Mapping[str, float] | None = None) -> float:
-        """The volume the done trials dominate, bounded by ``reference_point`` (by objective
-        name; default: ``reference_point()``)."""
-        ref = dict(reference_point) if isinstance(reference_point, Mapping) else reference_point
-        body = {"reference_point": ref}
+    def _hypervolume(self, reference_point: dict[str, float] | None) -> float:
+        body = {"reference_point": reference_point}
         return float(self._call("POST", "/hypervolume", body)["hypervolume"])
 
-    def trial(self, trial_id: int) -> Trial:
-        """One trial by id."""
-        return _trial(self._call("GET", f"/trials/{int(trial_id)}"))
-
-    def __len__(self) -> int:
-        return int(self._call("GET", "/trials", limit=1)["total"])
-
-    # -- asking and telling -----------------------------------------------------------------
-    def ask(self, n_workers: int | None = None, info: Mapping[str, Any] | None = None) -> Trial:
-        """One new running trial."""
-        return self.ask_batch(1, n_workers=n_workers, info=info)[0]
-
-    def ask_batch(
-        self,
-        n: int,
-        n_workers: int | None = None,
-        info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
-        *,
-        pace: float | None = None,
-    ) -> list[Trial]:
-        """``n`` new, distinct running trials (the service caps ``n`` per call); ``info`` is
-        one dict for all, or one per trial (then asked one by one); ``pace`` as in
-        ``Study.ask_batch`` (the service's round takes the shortest of its askers').
-
-        The request carries a fresh ``client_id``, so a retry after a lost answer gets the
-        trials that answer held instead of starting more.
-        """
-        if info is not None and not isinstance(info, Mapping):
-            infos = list(info)
-            if len(infos) != n:
-                raise AboError(f"info: expected {n} dicts (one per trial), got {len(infos)}")
-            return [t for i in infos for t in self.ask_batch(1, n_workers, i, pace=pace)]
-        body: dict[str, Any] = {
-            "count": n,
-            "n_workers": n_workers,
-            "client_id": uuid.uuid4().hex,
-            "info": dict(info) if info is not None else None,
-        }
-        if pace is not None:
-            body["pace"] = pace
-        return [_trial(t) for t in self._call("POST", "/ask", body)["trials"]]
-
-    def tell(
-        self,
-        trial_id: int,
-        value: Any,
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        info: Mapping[str, Any] | None = None,
-    ) -> Trial:
-        """Record a running trial's value (the same value again is a no-op)."""
-        body = {"value": _wire(value, self.outcomes), "metadata": metadata, "info": info}
-        return _trial(self._call("POST", f"/trials/{_id(trial_id)}/tell", body))
-
-    def fail(
-        self,
-        trial_id: int,
-        reason: str = "",
-        metadata: Mapping[str, Any] | None = None,
-        info: Mapping[str, Any] | None = None,
-    ) -> Trial:
-        """Mark a running trial failed: its parameters caused it."""
-        body = {"reason": str(reason)[:10_000], "metadata": metadata, "info": info}
-        return _trial(self._call("POST", f"/trials/{_id(trial_id)}/fail", body))
-
-    def lose(self, trial_id: int, reason: str) -> Trial:
-        """Mark a running trial lost (the infrastructure failed); its parameters are re-queued."""
-        body = {"reason": str(reason)[:10_000] or "lost"}
-        try:
-            return _trial(self._call("POST", f"/trials/{_id(trial_id)}/lose", body))
-        except TrialStateError:
-            trial = self.trial(trial_id)
-            if trial.state is TrialState.LOST:  # a retried request whose first answer was lost
-                return trial
-            raise
-
-    def report(self, trial_id: int, step: Any, value: Any) -> bool:
-        """Record a running trial's intermediate value; whether the trial should stop (the
-        study's stopping rule ended it). The same step and value again is a no-op."""
-        body = {"step": check_number(step, "step"), "value": check_number(value, "value")}
-        return bool(self._call("POST", f"/trials/{_id(trial_id)}/report", body)["stop"])
-
-    def reports(self, trial_id: int | None = None) -> dict[int, list[Report]]:
-        """Intermediate values by trial id, each in step order (only ``trial_id``'s if given)."""
-        data = self._call("GET", "/reports", trial_id=None if trial_id is None else _id(trial_id))
+    def _reports(self, trial_id: int | None) -> dict[int, list[Report]]:
+        data = self._call("GET", "/reports", trial_id=trial_id)
         out: dict[int, list[Report]] = {}
         for item in data["reports"]:
             out.setdefault(int(item["trial_id"]), []).append(
@@ -458,71 +326,66 @@ class RemoteStudy:
             )
         return out
 
-    def heartbeat(self, trial_id: int) -> Trial:
-        """Extend a running trial's lease."""
-        return _trial(self._call("POST", f"/trials/{_id(trial_id)}/heartbeat"))
-
-    def enqueue(self, params: Mapping[str, Any], *, allow_duplicate: bool = False) -> bool:
-        """Queue parameters to be evaluated next (skipped when the study already has them,
-        unless ``allow_duplicate``); whether they were queued."""
-        body = {"params": dict(params), "allow_duplicate": allow_duplicate}
-        return bool(self._call("POST", "/enqueue", body)["queued"])
-
-    def add(
-        self,
-        params: Mapping[str, Any],
-        value: Any,
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        allow_duplicate: bool = False,
-    ) -> Trial:
-        """Record a known result as a done trial (an equal done trial is returned instead,
-        unless ``allow_duplicate``)."""
-        body = {
-            "params": dict(params),
-            "value": _wire(value, self.outcomes),
-            "metadata": metadata,
-            "allow_duplicate": allow_duplicate,
-        }
-        return _trial(self._call("POST", "/add", body))
-
-    def delete(self) -> None:
-        """Delete this study with its trials on the service (never a newer one of the same
-        name: that is ``StudyNotFoundError``)."""
+    # -- writing ----------------------------------------------------------------------------
+    def _delete(self) -> None:
         self._client.delete_study(self._name, self._created_at)
 
-    def optimize(
+    def _heartbeat(self, trial_id: int) -> Trial:
+        return _trial(self._call("POST", f"/trials/{trial_id}/heartbeat"))
+
+    def _tell(
+        self, trial_id: int, values: dict[str, float], user: dict[str, Any], info: dict[str, Any]
+    ) -> Trial:
+        body = {"value": values, "metadata": user, "info": info}
+        return _trial(self._call("POST", f"/trials/{trial_id}/tell", body))
+
+    def _report(self, trial_id: int, step: float, value: float) -> bool:
+        body = {"step": step, "value": value}
+        return bool(self._call("POST", f"/trials/{trial_id}/report", body)["stop"])
+
+    def _fail(
+        self, trial_id: int, reason: str, user: dict[str, Any], info: dict[str, Any]
+    ) -> Trial:
+        body = {"reason": reason, "metadata": user, "info": info}
+        return _trial(self._call("POST", f"/trials/{trial_id}/fail", body))
+
+    def _lose(self, trial_id: int, reason: str) -> Trial:
+        body = {"reason": str(reason)[:MAX_REASON] or "lost"}
+        try:
+            return _trial(self._call("POST", f"/trials/{trial_id}/lose", body))
+        except TrialStateError:
+            trial = self._get_trial(trial_id)
+            if trial.state is TrialState.LOST:  # a retried request whose first answer was lost
+                return trial
+            raise
+
+    def _enqueue(self, params: dict[str, Any], unique: bool) -> bool:
+        body = {"params": params, "allow_duplicate": not unique}
+        return bool(self._call("POST", "/enqueue", body)["queued"])
+
+    def _add(
+        self, params: dict[str, Any], values: dict[str, float], user: dict[str, Any], unique: bool
+    ) -> Trial:
+        body = {"params": params, "value": values, "metadata": user, "allow_duplicate": not unique}
+        return _trial(self._call("POST", "/add", body))
+
+    # -- asking -----------------------------------------------------------------------------
+    def _start(
         self,
-        objective: Callable[..., Any],
-        n_trials: int | None = None,
-        n_workers: int | None = 4,
-        executor: Executor | None = None,
-        callback: Callable[[Any, Trial], None] | None = None,
-        timeout: float | None = None,
-        max_trials: int | None = None,
-        **options: Any,
-    ) -> OptimizeResult:
-        """Run ``n_trials`` evaluations asynchronously against the service (or up to the
-        study's total ``max_trials``), exactly as ``abo.Study.optimize`` does locally;
-        evaluations run where ``executor`` puts them."""
-        from abo.loop import run
-
-        if executor is not None and n_workers == 4:
-            n_workers = None  # the executor knows its size
-        return run(
-            self,
-            objective,
-            n_trials=n_trials,
-            n_workers=n_workers,
-            executor=executor,
-            callback=callback,
-            timeout=timeout,
-            max_trials=max_trials,
-            **options,
-        )
-
-
-def _id(trial_id: Any) -> int:
-    if isinstance(trial_id, bool) or not isinstance(trial_id, int):
-        raise AboError(f"trial_id: expected an integer, got {trial_id!r}")
-    return trial_id
+        n: int,
+        n_workers: int | None,
+        infos: dict[str, Any] | list[dict[str, Any]],
+        pace: float | None,
+    ) -> list[Trial]:
+        """One request (the service caps ``n`` per call), or one per trial for a list of infos."""
+        if isinstance(infos, list):
+            return [t for i in infos for t in self._start(1, n_workers, i, pace)]
+        body: dict[str, Any] = {
+            "count": n,
+            "n_workers": n_workers,
+            "client_id": uuid.uuid4().hex,
+            "info": infos,
+        }
+        if pace is not None:
+            body["pace"] = pace
+        return [_trial(t) for t in self._call("POST", "/ask", body)["trials"]]
