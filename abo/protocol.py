@@ -1,7 +1,8 @@
 """``StudyLike``: what a local ``Study`` and a service's ``RemoteStudy`` both are.
 
 The asynchronous loop, the CLI and the plots are written against this protocol, so they drive
-a study in this process and one on a service alike (a test checks that both satisfy it).
+a study in this process and one on a service alike. Both implement it through one base class,
+``abo.study_api.StudyAPI``, and one contract suite runs over both (``tests/test_study_like.py``).
 """
 
 from __future__ import annotations

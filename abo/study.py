@@ -66,21 +66,13 @@ class Study(StudyAPI):
         """Wrap a stored study; ``refit`` overrides its refit policy in this process only."""
         self._storage = storage
         self._record = record
+        self._name, self._spec = record.name, record.spec
         self._proposer = Proposer(record.spec, refit)
         self._models = self._proposer.models  # the refit machinery, for tests and benchmarks
         self._lock = threading.RLock()
         self._rule = make_rule(record.spec.stopping)
 
     # -- identity ---------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self._record.name
-
-    @property
-    def spec(self) -> StudySpec:
-        """What the study is: space, outcomes, strategy and options (``abo.spec``)."""
-        return self._record.spec
-
     @property
     def n_initial(self) -> int:
         """Size of the quasi-random initial design (default ``2 *`` parameters, at least 2)."""

@@ -38,15 +38,17 @@ Values = dict[str, float]  # checked outcome values by name
 class StudyAPI(ABC):
     """The ask/tell surface of a study, wherever it lives (see the module's docstring)."""
 
-    # -- identity ---------------------------------------------------------------------------
-    @property
-    @abstractmethod
-    def name(self) -> str: ...
+    _name: str  # the identity: set by each subclass's ``__init__``
+    _spec: StudySpec
 
     @property
-    @abstractmethod
+    def name(self) -> str:
+        return self._name
+
+    @property
     def spec(self) -> StudySpec:
         """What the study is: space, outcomes, strategy and options (``abo.spec``)."""
+        return self._spec
 
     @property
     def config(self) -> StudySpec:
@@ -207,9 +209,8 @@ class StudyAPI(ABC):
         an iteration); committed before it returns. Returns whether the trial should stop:
         the study's stopping rule (``abo.stopping``) decided so, and the trial is now
         ``stopped`` with this value; its run should end, and what it tells after that only
-        adds bookkeeping. A report also renews the trial's lease.
-
-        Steps must increase; the same step and value again is a no-op.
+        adds bookkeeping. A report also renews the trial's lease. Steps must increase; the
+        same step and value again is a no-op.
 
         Raises:
             InvalidValueError: a NaN, infinite or non-numeric ``value`` or ``step``, or a
@@ -244,10 +245,8 @@ class StudyAPI(ABC):
         return self._fail(trial_id, str(reason)[:MAX_REASON], user, check_mapping(info, "info"))
 
     def lose(self, trial_id: int, reason: str) -> Trial:
-        """Mark a running trial ``lost`` (the infrastructure failed) and re-queue its params.
-
-        Losing it again is a no-op; a done or failed trial is a ``TrialStateError``.
-        """
+        """Mark a running trial ``lost`` (the infrastructure failed) and re-queue its params;
+        losing it again is a no-op, and a done or failed trial is a ``TrialStateError``."""
         return self._lose(check_trial_id(trial_id), reason)
 
     def enqueue(self, params: Mapping[str, Any], *, allow_duplicate: bool = False) -> bool:

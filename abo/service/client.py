@@ -257,7 +257,7 @@ class RemoteStudy(StudyAPI):
 
     def __init__(self, client: Client, data: Mapping[str, Any]) -> None:
         self._client = client
-        self._name: str = data["name"]
+        self._name = data["name"]
         self._spec = StudySpec.from_json(data["spec"])
         self._created_at = float(data["created_at"])
         self._headers = {CREATED_HEADER: repr(self._created_at)}
@@ -271,15 +271,6 @@ class RemoteStudy(StudyAPI):
         )
 
     # -- identity ---------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def spec(self) -> StudySpec:
-        """What the study is: space, outcomes, strategy and options (``abo.spec``)."""
-        return self._spec
-
     @property
     def created_at(self) -> float:
         """When the study was created (it tells it apart from a later one of the same name)."""
