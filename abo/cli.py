@@ -10,10 +10,8 @@ start in a fraction of a second.
 from __future__ import annotations
 
 import inspect
-import shlex
 import sys
 import time
-from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,10 +22,11 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand, TyperGroup
 
-from abo.exceptions import AboError, DuplicatedStudyError, StudyNotFoundError
+from abo.cli_run import RunPlace, command_line, fail, print_run_summary, run_failure, run_study
+from abo.exceptions import AboError, StudyNotFoundError
 from abo.progress import Progress
 from abo.service.analysis_commands import register as _register_analysis
-from abo.service.commands import make_console, print_error, storage_label
+from abo.service.commands import make_console, storage_label
 from abo.service.commands import register as _register_service
 from abo.service.exchange import register as _register_exchange
 from abo.service.plot_command import register as _register_plot
@@ -86,16 +85,6 @@ def _setup(
     """Asynchronous Bayesian optimization."""
 
 
-def _fail(exc: object) -> typer.Exit:
-    print_error(exc)
-    return typer.Exit(1)
-
-
-def _command(*words: str | Path) -> str:
-    """A command line to print for the user to copy (each word shell-quoted)."""
-    return " ".join(shlex.quote(str(w)) for w in words)
-
-
 @app.command()
 def demo(
     trials: Annotated[int, typer.Option(help="How many trials to finish.")] = 40,
@@ -112,64 +101,83 @@ def demo(
     max_seconds: Annotated[float, typer.Option(help="Longest evaluation.")] = 1.5,
 ) -> None:
     """Optimise Hartmann-6 (evaluations of 0.2-1.5 s) on a local Dask cluster with SQLite."""
-    import functools
-
     from abo import signals
 
     signals.defer()  # a Ctrl-C or SIGTERM while starting up stops cleanly once the loop runs
 
-    import abo
-    from abo.demo import PARAMS, slow_hartmann6
-    from abo.executors import DaskExecutor
-    from abo.plots import convergence
-    from abo.spec import DEFAULT_STRATEGY
-
     console = make_console()
     where = storage_label(storage)
     try:
-        space = abo.Space({name: abo.Float(0.0, 1.0) for name in PARAMS})
-        if resume is not None:
-            try:
-                study = abo.load_study(resume, storage=storage)
-            except StudyNotFoundError as exc:
-                raise StudyNotFoundError(f"{exc}; looked in {where}") from None
-        else:
-            name = "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-            study = abo.create_study(
-                space,
-                name=name,
-                storage=storage,
-                strategy=strategy or DEFAULT_STRATEGY,
-                seed=seed,
-                noise="deterministic",
-            )
+        study = _open_demo_study(resume, storage, where, strategy, seed)
         console.print(
             f"study [bold]{escape(study.name)}[/bold] in {escape(where)}: {trials} trials of "
             f"Hartmann-6 on {workers} Dask workers ({study.strategy})",
             markup=True,  # the one line with markup (the names in it escaped)
             highlight=False,
         )
-        objective = functools.partial(
-            slow_hartmann6, min_seconds=min_seconds, max_seconds=max_seconds
-        )
-        progress = Progress(
-            trials, study.direction, workers=workers, objectives=study.spec.objectives
-        )
-        with DaskExecutor(n_workers=workers) as executor:
-            progress.start = time.time()
-            with Live(
-                progress, console=console, refresh_per_second=4, transient=not console.is_terminal
-            ):
-                result = study.optimize(
-                    objective,
-                    n_trials=trials,
-                    n_workers=workers,
-                    executor=executor,
-                    callback=progress.update,
-                    verbosity=0,  # this command's own panel
-                )
+        result = _optimize_demo(console, study, trials, workers, (min_seconds, max_seconds))
     except AboError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
+    _print_demo_summary(console, study, result, storage)
+
+
+def _open_demo_study(
+    resume: str | None, storage: str, where: str, strategy: str | None, seed: int
+) -> Any:
+    """The demo's study: the one ``resume`` names, or a new one named after the time."""
+    import abo
+    from abo.demo import PARAMS
+    from abo.spec import DEFAULT_STRATEGY
+
+    space = abo.Space({name: abo.Float(0.0, 1.0) for name in PARAMS})
+    if resume is not None:
+        try:
+            return abo.load_study(resume, storage=storage)
+        except StudyNotFoundError as exc:
+            raise StudyNotFoundError(f"{exc}; looked in {where}") from None
+    name = "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return abo.create_study(
+        space,
+        name=name,
+        storage=storage,
+        strategy=strategy or DEFAULT_STRATEGY,
+        seed=seed,
+        noise="deterministic",
+    )
+
+
+def _optimize_demo(
+    console: Any, study: Any, trials: int, workers: int, seconds: tuple[float, float]
+) -> Any:
+    """Run ``trials`` slow Hartmann-6 evaluations (``seconds``: shortest and longest) on a
+    local Dask cluster, with the live panel."""
+    import functools
+
+    from abo.demo import slow_hartmann6
+    from abo.executors import DaskExecutor
+
+    objective = functools.partial(slow_hartmann6, min_seconds=seconds[0], max_seconds=seconds[1])
+    progress = Progress(trials, study.direction, workers=workers, objectives=study.spec.objectives)
+    with DaskExecutor(n_workers=workers) as executor:
+        progress.start = time.time()
+        with Live(
+            progress, console=console, refresh_per_second=4, transient=not console.is_terminal
+        ):
+            return study.optimize(
+                objective,
+                n_trials=trials,
+                n_workers=workers,
+                executor=executor,
+                callback=progress.update,
+                verbosity=0,  # this command's own panel
+            )
+
+
+def _print_demo_summary(console: Any, study: Any, result: Any, storage: str) -> None:
+    """The demo's summary and best point, its convergence plot, and how to resume it."""
+    from abo.plots import convergence
+
+    where = storage_label(storage)
     console.print(result.summary(), highlight=False)
     best = study.best
     if best is not None:
@@ -184,7 +192,7 @@ def demo(
     for line in (
         f"results in: {where}",
         f"convergence plot: {plot}",
-        "resume with: " + _command("abo", "demo", "--resume", study.name, "--storage", where),
+        "resume with: " + command_line("abo", "demo", "--resume", study.name, "--storage", where),
     ):
         console.print(line, markup=False, highlight=False)
 
@@ -241,108 +249,19 @@ def run(
 
     signals.defer()  # a SIGTERM while starting up stops cleanly once the loop runs
 
-    from abo import budget
-    from abo.config import build_executor, build_objective, load_spec, open_study
-    from abo.exceptions import FailureRateExceeded
-
     console = make_console()
     if quiet:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    file = study_file.absolute()
-    storage: str | None = None
+    place = RunPlace(study_file.absolute(), resume)
+    overrides = {"n_trials": n_trials, "max_trials": max_trials}
     try:
-        spec = load_spec(study_file, {"n_trials": n_trials, "max_trials": max_trials})
-        trial_timeout = spec.study.get("trial_timeout")
-        lookahead = spec.study.get("lookahead", "auto")
-        name = resume or spec.study.get("name") or ""
-        storage = spec.study.get("storage")
-        study = open_study(spec, resume, keep_stored_options)
-
-        def finished() -> int:
-            return budget.finished(study.trials, study.spec.max_retries)
-
-        done_before = finished()
-        remaining = budget.trials_to_add(study, spec.n_trials, spec.max_trials)
-        total = f"/{spec.max_trials}" if spec.max_trials is not None else ""
-        console.print(
-            f"study [bold]{escape(study.name)}[/bold] in {escape(storage_label(storage))}: "
-            f"{done_before}{total} finished, {remaining} to go ({study.strategy}, "
-            f"{spec.executor['kind']} executor)",
-            markup=True,  # the one line with markup (the names in it escaped)
-            highlight=False,
+        outcome = run_study(
+            console, study_file, overrides, place, keep_stored_options, quiet, grace
         )
-        if remaining <= 0:
-            done = f"the budget is already done (max_trials = {spec.max_trials})"
-            console.print(done, highlight=False)
-            return
-        objective = build_objective(spec)
-        executor = build_executor(spec)
-        progress = Progress(remaining, study.direction, executor.n_workers, study.spec.objectives)
-        try:
-            callback = progress.update if not quiet else _log_trial
-            with (
-                Live(
-                    progress,
-                    console=console,
-                    refresh_per_second=4,
-                    transient=not console.is_terminal,
-                )
-                if not quiet
-                else nullcontext()
-            ):
-                result = study.optimize(
-                    objective,
-                    n_trials=remaining,
-                    executor=executor,
-                    callback=callback,
-                    trial_timeout=trial_timeout,
-                    grace=grace,
-                    lookahead=lookahead,
-                    verbosity=0,  # this command's own panel (or lines, with --quiet)
-                )
-        finally:
-            executor.close()
-        done_after = finished()
-    except FailureRateExceeded as exc:
-        print_error(exc, label="stopped")
-        raise typer.Exit(3) from None
-    except DuplicatedStudyError:
-        raise _fail(
-            f"name: a study called {name!r} exists already in {storage_label(storage)}; "
-            f"continue it with: {_command('abo', 'run', file, '--resume', name)} "
-            "(or give the new study another name in the file)"
-        ) from None
-    except StudyNotFoundError as exc:
-        if resume is None:
-            raise _fail(exc) from None
-        raise _fail(
-            f"{exc} (in {storage_label(storage)}); start it with: {_command('abo', 'run', file)}"
-        ) from None
     except AboError as exc:
-        raise _fail(exc) from None
-    console.print(result.summary(), highlight=False)
-    best = result.best
-    if best is not None and best.value is not None:
-        console.print(
-            f"best value {best.value:.6g} at trial {best.id}: {best.params}",
-            markup=False,
-            highlight=False,
-        )
-    lines = [f"results in: {storage_label(storage)}"]
-    if storage is not None:
-        lines.append("see them with: " + _command("abo", "trials", file))
-        if result.front is not None:
-            lines.append("the Pareto front: " + _command("abo", "best", file))
-    if done_after < done_before + remaining and storage is not None:
-        lines.append("resume with: " + _command("abo", "run", file, "--resume", study.name))
-    for line in lines:
-        console.print(line, markup=False, highlight=False)
-
-
-def _log_trial(study: object, trial: object) -> None:
-    t = trial  # an abo.Trial
-    value = t.value if t.value is not None else t.reason  # type: ignore[attr-defined]
-    err.print(f"trial {t.id} {t.state}: {value}", markup=False, highlight=False)  # type: ignore[attr-defined]
+        raise run_failure(exc, place) from None
+    if outcome is not None:
+        print_run_summary(console, place, outcome)
 
 
 @app.command("strategies")

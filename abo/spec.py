@@ -17,33 +17,28 @@ Example:
 
 from __future__ import annotations
 
-import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from abo.exceptions import AboError, InvalidValueError, SearchSpaceError
+from abo.exceptions import AboError, SearchSpaceError
 from abo.outcomes import (
     Constraint,
     Objective,
     Outcome,
-    check_number,
     constraints,
-    finite_float,
     objectives,
     outcomes_to_json,
     parse_outcomes,
-    shown,
 )
 from abo.space import Space
+from abo.spec_checks import CHECKS, check_reference
+from abo.spec_checks import NOISE_MODES as NOISE_MODES  # the choices, for their users
+from abo.spec_checks import OUTPUT_TRANSFORMS as OUTPUT_TRANSFORMS
+from abo.spec_checks import REFIT_MODES as REFIT_MODES
 
-MAX_SEED = 2**63  # stored as a signed 64-bit integer
-REFIT_MODES = ("auto", "sync", "background", "full")
-NOISE_MODES = ("auto", "deterministic")
 MAX_EXACT = 500  # observations above which the GP sees a subset (abo.surrogate)
-OUTPUT_TRANSFORMS = ("auto", "none", "power")  # abo.warping implements none and power
-FAILURE_MODELS = ("auto", "classifier", "worst")
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -235,116 +230,10 @@ class StudySpec:
         return spec
 
     def check(self) -> None:
-        """Validate every field (``AboError`` with ``field`` set); ``create`` calls it."""
-        _check_int(self.seed, "seed", 0, MAX_SEED - 1, "an integer in [0, 2**63)")
-        if self.n_initial is not None:
-            _check_int(self.n_initial, "n_initial", 1, 1_000_000, "a positive integer")
-        lease = finite_float(self.lease_seconds)  # None for 10**400 too (no OverflowError)
-        if lease is None or not lease > 0:
-            raise (InvalidValueError if lease is None else AboError)(
-                "lease_seconds: expected a positive, finite number, got "
-                f"{shown(self.lease_seconds)}",
-                field="lease_seconds",
-            )
-        _check_int(self.max_retries, "max_retries", 0, 1000, "a non-negative integer")
-        _check_choice(self.noise, "noise", NOISE_MODES)
-        _check_choice(self.refit, "refit", REFIT_MODES)
-        if self.max_staleness is not None:
-            _check_int(self.max_staleness, "max_staleness", 0, 10**9, "a non-negative integer")
-        _check_int(self.max_exact, "max_exact", 10, 10**7, "an integer of at least 10")
-        _check_choice(self.output_transform, "output_transform", OUTPUT_TRANSFORMS)
-        _check_choice(self.failure_model, "failure_model", FAILURE_MODELS)
-        from abo.linear import FIELD, parse_all, reachable
-
-        linear = parse_all(self.parameter_constraints, self.space)
-        object.__setattr__(self, "parameter_constraints", tuple(c.text for c in linear))
-        for c in linear:
-            for name, _ in c.terms:
-                if self.space[name].when:
-                    raise AboError(
-                        f"{FIELD}: {c.text!r} involves {name!r}, which is conditional (absent "
-                        "from some trials); a linear constraint needs parameters every trial has",
-                        field=FIELD,
-                    )
-        if linear and not reachable(self.space, linear):
-            raise AboError(
-                f"{FIELD}: no point of the first 4096 Sobol points satisfies them all; the "
-                "feasible region is too small (or empty) to sample",
-                field=FIELD,
-            )
-        if not isinstance(self.strategy_options, Mapping):
-            raise AboError(
-                f"strategy_options: expected a dict, got {type(self.strategy_options).__name__}",
-                field="strategy_options",
-            )
-        _check_numbers(self.strategy_options, "strategy_options")
-        if not isinstance(self.strategy, str):
-            raise AboError(f"strategy: expected a name, got {self.strategy!r}", field="strategy")
-        if self.reference_point is not None:
-            if len(self.objectives) < 2:
-                raise AboError(
-                    "reference_point: only for a study of several objectives (this one has "
-                    f"one, {self.objectives[0].name})",
-                    field="reference_point",
-                )
-            check_reference(self.reference_point, self.objectives)
-        if self.stopping is not None:
-            from abo.stopping import FIELD, parse_stopping
-
-            if parse_stopping(self.stopping) != dict(self.stopping):
-                raise AboError(f"{FIELD}: not a parsed stopping option", field=FIELD)
-            if len(self.objectives) != 1:
-                raise AboError(
-                    f"{FIELD}: a stopping rule ranks the values trials report, which needs a "
-                    f"study of one objective (this one has {len(self.objectives)})",
-                    field=FIELD,
-                )
-        if self.fidelity is not None:
-            from abo.fidelity import FIELD as FIDELITY
-            from abo.fidelity import Fidelity
-
-            if Fidelity.parse(self.fidelity, self.space).to_json() != dict(self.fidelity):
-                raise AboError(f"{FIDELITY}: not a parsed fidelity option", field=FIDELITY)
-            if self.space[self.fidelity["parameter"]].when:
-                raise AboError(
-                    f"{FIDELITY}: {self.fidelity['parameter']!r} is conditional; every trial "
-                    "needs a fidelity",
-                    field=FIDELITY,
-                )
-            if len(self.objectives) != 1:
-                raise AboError(
-                    f"{FIDELITY}: a fidelity is for a study of one objective (this one has "
-                    f"{len(self.objectives)}: {', '.join(o.name for o in self.objectives)})",
-                    field=FIDELITY,
-                )
-            if self.parameter_constraints:
-                from abo.linear import FIELD as LINEAR
-
-                fid = self.fidelity["parameter"]
-                for c in self.linear_constraints:
-                    if fid in dict(c.terms):
-                        raise AboError(
-                            f"{LINEAR}: {c.text!r} involves the fidelity {fid!r}, which the "
-                            "proposals choose apart from the other parameters",
-                            field=LINEAR,
-                        )
-        from abo.warm_start import check as check_warm_start
-
-        object.__setattr__(self, "warm_start_from", check_warm_start(self.warm_start_from, self))
-        from abo.registry import check_fits, make_strategy
-
-        check_fits(
-            self.strategy,
-            [o.name for o in objectives(self.outcomes)],
-            [c.name for c in constraints(self.outcomes)],
-            fidelity=self.fidelity["parameter"] if self.fidelity is not None else None,
-        )
-        try:
-            make_strategy(self.strategy, **dict(self.strategy_options))
-        except AboError:
-            raise
-        except TypeError as exc:
-            raise AboError(f"strategy_options: {exc}", field="strategy_options") from None
+        """Validate every field (``AboError`` with ``field`` set); ``create`` calls it. The
+        checks, one per group of options, are ``abo.spec_checks.CHECKS``."""
+        for check in CHECKS:
+            check(self)
 
     # -- views ----------------------------------------------------------------------------
     @property
@@ -476,71 +365,8 @@ class StudySpec:
         )
 
 
-def check_reference(
-    reference: Mapping[str, float], objectives: Sequence[Objective]
-) -> dict[str, float]:
-    """A reference point by objective name, checked (``AboError`` naming the field)."""
-    if not isinstance(reference, Mapping):
-        raise AboError(
-            "reference_point: expected a value per objective by name "
-            f"({', '.join(o.name for o in objectives)}), got {type(reference).__name__}",
-            field="reference_point",
-        )
-    names = {o.name for o in objectives}
-    unknown = sorted(set(map(str, reference)) - names)
-    if unknown:
-        raise AboError(
-            f"reference_point.{unknown[0]}: not an objective of this study "
-            f"({', '.join(o.name for o in objectives)})",
-            field=f"reference_point.{unknown[0]}",
-        )
-    out = {}
-    for o in objectives:
-        if o.name not in reference:
-            raise AboError(
-                f"reference_point.{o.name}: missing (every objective needs a value)",
-                field=f"reference_point.{o.name}",
-            )
-        out[o.name] = check_number(reference[o.name], f"reference_point.{o.name}")
-    return out
-
-
 def _is_json_space(space: Mapping[str, Any]) -> bool:
     return all(isinstance(v, Mapping) for v in space.values())
-
-
-def _check_int(value: Any, name: str, low: int, high: int, what: str) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Integral)
-        or not low <= int(value) <= high
-    ):
-        raise AboError(f"{name}: expected {what}, got {shown(value)}", field=name)
-
-
-def _check_numbers(value: Any, name: str) -> None:
-    """Every number nested in ``value`` (dicts, lists) finite and within the float range, or
-    ``AboError`` naming its path: a strategy's options reach float arithmetic unchecked."""
-    stack: list[tuple[Any, str]] = [(value, name)]
-    seen: set[int] = set()
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, Mapping | list | tuple):
-            if id(item) in seen:
-                continue  # a cycle: each container once
-            seen.add(id(item))
-            pairs = item.items() if isinstance(item, Mapping) else enumerate(item)
-            stack += [(v, f"{path}.{k}") for k, v in pairs]
-        elif isinstance(item, numbers.Number) and not isinstance(item, bool):
-            if finite_float(item) is None:
-                raise InvalidValueError(
-                    f"{path}: expected a finite number, got {shown(item)}", field=path
-                )
-
-
-def _check_choice(value: Any, name: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise AboError(f"{name}: expected one of {', '.join(choices)}, got {value!r}", field=name)
 
 
 # every option a study takes beside its space and outcomes, with its default and description
