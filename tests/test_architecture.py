@@ -1,4 +1,5 @@
-"""The shape of the package: no import cycles, and light imports where nothing models."""
+"""The shape of the package: no import cycles, light imports where nothing models, and small
+pieces (modules of at most 400 lines, functions of at most 60, bar a shrinking list)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,39 @@ import pytest
 
 ABO = Path(__file__).resolve().parents[1] / "abo"
 HEAVY = ("torch", "botorch", "gpytorch", "distributed", "fastapi", "matplotlib")
+MODULE_LINES = 400  # a module's lines, data tables included (they are not functions)
+FUNCTION_LINES = 60  # a function's lines from ``def`` to its end: docstring and nested ones in
+
+# The pieces over those limits when the limits came in, each at its size then: a piece may shrink
+# but never grow, and leaves the list once within the limit (the test fails while it is listed),
+# so the list only shrinks. Keys: a module's path, or "path::Class.function". To rewrite it
+# after a split, run ``python tests/test_architecture.py``: it prints the list as the tree is.
+OVER_LIMIT: dict[str, int] = {
+    "abo/acquisitions/local_penalization.py": 407,
+    "abo/acquisitions/local_penalization.py::estimate_lipschitz": 65,
+    "abo/acquisitions/optimize.py": 549,
+    "abo/acquisitions/paths.py::SamplePaths.of": 71,
+    "abo/acquisitions/portfolio.py::member_probabilities": 64,
+    "abo/command.py": 426,
+    "abo/command.py::Command._run": 70,
+    "abo/executors/dask.py": 489,
+    "abo/executors/jobqueue.py": 581,
+    "abo/executors/jobqueue.py::JobQueueExecutor.__init__": 95,
+    "abo/plots.py": 538,
+    "abo/plots.py::parallel_figure": 94,
+    "abo/proposer.py": 740,
+    "abo/proposer.py::Proposer.propose": 64,
+    "abo/proposer.py::Proposer._run_strategy": 81,
+    "abo/refit.py": 415,
+    "abo/service/commands.py": 679,
+    "abo/service/commands.py::serve": 71,
+    "abo/service/dashboard.py::dashboard_routes": 73,
+    "abo/service/plot_command.py::plot": 70,
+    "abo/space.py": 813,
+    "abo/storage/sql.py": 538,
+    "abo/study.py::create_study": 74,
+    "abo/surrogate.py::fit_gp": 76,
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -70,3 +104,98 @@ def test_reading_modules_load_nothing_heavy(module: str) -> None:
     code = f"import sys, {module}; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"import {module} loaded {out.stdout.strip()}"
+
+
+def _sizes() -> dict[str, int]:
+    """The lines of every module of ``abo`` and of every function in it, by ``OVER_LIMIT`` key
+    (a name defined twice, such as a property and its setter, counts at its longest)."""
+    sizes: dict[str, int] = {}
+    for path in sorted(ABO.rglob("*.py")):
+        where = path.relative_to(ABO.parent).as_posix()
+        text = path.read_text()
+        sizes[where] = len(text.splitlines())
+        for name, size in _functions(ast.parse(text), ""):
+            sizes[f"{where}::{name}"] = max(size, sizes.get(f"{where}::{name}", 0))
+    return sizes
+
+
+def _functions(node: ast.AST, prefix: str) -> list[tuple[str, int]]:
+    """Every function under ``node`` by qualified name (``Class.method``, ``outer.inner``) with
+    its lines from ``def`` to its end (decorators out)."""
+    found = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            name = f"{prefix}{child.name}"
+            if not isinstance(child, ast.ClassDef):
+                found.append((name, (child.end_lineno or child.lineno) - child.lineno + 1))
+            found += _functions(child, f"{name}.")
+        else:
+            found += _functions(child, prefix)
+    return found
+
+
+def _limit(key: str) -> int:
+    return FUNCTION_LINES if "::" in key else MODULE_LINES
+
+
+def _over_limit_now() -> dict[str, int]:
+    return {k: v for k, v in _sizes().items() if v > _limit(k)}
+
+
+def _problems(sizes: dict[str, int], listed: dict[str, int]) -> list[str]:
+    """What breaks the limits: a piece over its limit and not listed, a listed one grown past
+    its listed size, one listed but now within its limit, and one listed but gone."""
+    problems = []
+    for key, size in sizes.items():
+        ceiling = listed.get(key)
+        if ceiling is None and size > _limit(key):
+            problems.append(f"{key}: {size} lines, over the limit of {_limit(key)}")
+        elif ceiling is not None and size > ceiling:
+            problems.append(f"{key}: {size} lines, grown past its listed {ceiling}")
+        elif ceiling is not None and size <= _limit(key):
+            problems.append(f"{key}: {size} lines, within {_limit(key)}: take it off OVER_LIMIT")
+    return problems + [
+        f"{key}: listed in OVER_LIMIT but gone" for key in listed if key not in sizes
+    ]
+
+
+def test_no_module_or_function_is_over_its_limit_or_grew_past_its_listed_size() -> None:
+    """Modules of at most 400 lines and functions of at most 60; those listed in
+    ``OVER_LIMIT`` may be over, up to their listed size, and leave the list once within."""
+    problems = _problems(_sizes(), OVER_LIMIT)
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_list_of_pieces_over_the_limits_only_shrinks() -> None:
+    """A listed piece may shrink while over its limit; growing, fitting the limit, or going
+    away while listed each fails, as does a new piece over its limit."""
+    listed = {"abo/a.py": 450, "abo/a.py::f": 80, "abo/b.py": 500, "abo/c.py::g": 70}
+    assert _problems({"abo/a.py": 420, "abo/a.py::f": 80, "abo/b.py": 500}, listed) == [
+        "abo/c.py::g: listed in OVER_LIMIT but gone"
+    ]
+    sizes = {"abo/a.py": 451, "abo/a.py::f": 60, "abo/b.py": 400, "abo/c.py::g": 70}
+    sizes |= {"abo/d.py": 401, "abo/d.py::h": 61, "abo/d.py::i": 60}
+    assert _problems(sizes, listed) == [
+        "abo/a.py: 451 lines, grown past its listed 450",
+        "abo/a.py::f: 60 lines, within 60: take it off OVER_LIMIT",
+        "abo/b.py: 400 lines, within 400: take it off OVER_LIMIT",
+        "abo/d.py: 401 lines, over the limit of 400",
+        "abo/d.py::h: 61 lines, over the limit of 60",
+    ]
+
+
+def test_the_size_check_measures_functions_from_def_to_end_and_modules_by_lines() -> None:
+    """A nested function and a method count under their qualified names, decorators out."""
+    sizes = _sizes()
+    assert sizes["abo/spec.py"] == len((ABO / "spec.py").read_text().splitlines())
+    tree = ast.parse((ABO / "spec.py").read_text())
+    (spec,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "StudySpec"]
+    (check,) = [n for n in spec.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    assert sizes["abo/spec.py::StudySpec.check"] == check.end_lineno - check.lineno + 1
+
+
+if __name__ == "__main__":  # print OVER_LIMIT as the tree is now, to paste above
+    print("OVER_LIMIT: dict[str, int] = {")
+    for key, size in _over_limit_now().items():
+        print(f"    {key!r}: {size},".replace("'", '"'))
+    print("}")
