@@ -1,0 +1,49 @@
+"""``/healthz`` (the process is alive) and ``/readyz`` (the storage takes writes now): no auth
+needed, outside ``/api/v1``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+import abo.service.schemas as s
+from abo.exceptions import StorageError
+from abo.service.errors import abo_error_response, error_response
+from abo.service.routes.common import Service
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=s.Health)
+async def healthz() -> s.Health:
+    """The process is alive (no auth needed; answered on the event loop, never queued)."""
+    return s.Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=s.Ready,
+    responses={
+        503: {
+            "model": s.ErrorBody,
+            "description": "Storage cannot be written, or most recent writes failed",
+        }
+    },
+)
+def readyz(state: Service) -> s.Ready | JSONResponse:
+    """The storage can be written now (a real, empty write; no auth needed) and most of
+    the service's recent writes succeeded (``abo.service.health``: a probe may fit where
+    a trial does not), and how many asks wait for a proposal round."""
+    try:
+        state.storage.check_writable()
+    except StorageError as exc:
+        state.health.failed(str(exc))
+        return abo_error_response(exc)
+    state.health.succeeded()
+    problem = state.health.problem()
+    if problem is not None:
+        return error_response(503, "storage_unavailable", problem, None)
+    return s.Ready(status="ready", asks_waiting=state.asks.waiting)
+
+
+__all__ = ["router"]
