@@ -40,7 +40,6 @@ OVER_LIMIT: dict[str, int] = {
     "abo/service/commands.py::serve": 71,
     "abo/service/dashboard.py::dashboard_routes": 73,
     "abo/service/plot_command.py::plot": 70,
-    "abo/space.py": 813,
     "abo/storage/sql.py": 538,
     "abo/study.py::create_study": 74,
     "abo/surrogate.py::fit_gp": 76,
