@@ -36,8 +36,6 @@ OVER_LIMIT: dict[str, int] = {
     "abo/proposer.py::Proposer.propose": 64,
     "abo/proposer.py::Proposer._run_strategy": 81,
     "abo/refit.py": 415,
-    "abo/service/commands.py": 679,
-    "abo/service/commands.py::serve": 71,
     "abo/service/dashboard.py::dashboard_routes": 73,
     "abo/service/plot_command.py::plot": 70,
     "abo/storage/sql.py": 538,
