@@ -5,45 +5,43 @@ best value against the evaluation time spent (coloured by fidelity in a study wi
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ParamSpec, TypeVar
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.cm  # noqa: E402
 import matplotlib.colors  # noqa: E402
 import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.text  # noqa: E402
-from matplotlib.backend_bases import RendererBase  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from abo.outcomes import Constraint, Objective, feasible  # noqa: E402
+from abo.plot_base import COLOURS as _COLOURS  # noqa: E402
+from abo.plot_base import Counts, literal_text  # noqa: E402
+from abo.plot_cost import cost, cost_curve, evaluation_seconds  # noqa: E402
+from abo.plot_parallel import END_LABEL, parallel, parallel_figure  # noqa: E402
 from abo.trial import Report, Trial, TrialState  # noqa: E402
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def literal_text(draw: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Draw with every label as literal text: a parameter or study name holding ``$...$`` is
-    shown as written, never parsed as mathtext (``$\\nocmd{$`` made every plot of its study
-    fail). Scoped to the call, so the user's own matplotlib settings are untouched."""
-
-    @functools.wraps(draw)
-    def literal(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with matplotlib.rc_context({"text.parse_math": False}):
-            return draw(*args, **kwargs)
-
-    return literal
-
-
-Counts = Callable[[Trial], bool]
-"""Which done trials are results (a study with a fidelity: those at its target)."""
+__all__ = [
+    "END_LABEL",
+    "Counts",
+    "best_so_far",
+    "convergence",
+    "cost",
+    "cost_curve",
+    "evaluation_seconds",
+    "infeasible_points",
+    "lanes",
+    "learning_curves",
+    "literal_text",
+    "parallel",
+    "parallel_figure",
+    "pareto",
+    "pareto_figure",
+    "timeline",
+]
 
 
 def best_so_far(
@@ -148,15 +146,6 @@ def lanes(trials: Sequence[Trial]) -> dict[str, list[tuple[Trial, float, float]]
     return dict(sorted(out.items()))
 
 
-_COLOURS = {
-    TrialState.DONE: "tab:blue",
-    TrialState.FAILED: "tab:red",
-    TrialState.LOST: "tab:orange",
-    TrialState.STOPPED: "tab:purple",
-    TrialState.RUNNING: "tab:gray",
-}
-
-
 @literal_text
 def timeline(trials: Sequence[Trial], out: str | Path, title: str = "") -> Path:
     """Write a PNG with one lane per worker and one bar per trial; gaps are idle workers."""
@@ -188,137 +177,6 @@ def timeline(trials: Sequence[Trial], out: str | Path, title: str = "") -> Path:
     use = f" — workers busy {busy / total:.0%} of the time" if total > 0 else ""
     ax.set_title((title or "timeline") + use)
     fig.tight_layout()
-    path = Path(out)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-END_LABEL = "end-label"
-"""``gid`` of the low/high labels at the ends of the parallel-coordinate axes."""
-_ROW_POINTS = 11.0  # the second row of end labels sits this much further out
-
-
-def _fmt(value: object) -> str:
-    return f"{value:.3g}" if isinstance(value, int | float) else str(value)
-
-
-def _clip(text: str, width: int = 16) -> str:
-    """``text`` shortened in the middle (names often differ at their ends)."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
-
-
-def _overlaps(texts: Sequence[matplotlib.text.Text], renderer: RendererBase) -> bool:
-    boxes = [t.get_window_extent(renderer) for t in texts if t.get_text()]
-    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
-
-
-@literal_text
-def parallel_figure(
-    trials: Sequence[Trial], space_json: dict, direction: str, title: str = ""
-) -> Figure:
-    """Parallel coordinates as a figure: each done trial a line through its parameters and
-    value, coloured by the value (a colour bar says which colour is better).
-
-    Every axis runs from its parameter's low (bottom) to its high (top), on a log scale for
-    ``log`` parameters; categorical choices are spread evenly and named beside the axis. The
-    low and high labels sit beyond the ends, neighbouring axes in alternate rows, so they never
-    collide (the figure widens if long labels still would).
-    """
-    done = [t for t in trials if t.state is TrialState.DONE and t.value is not None]
-    names = list(space_json)
-    columns = names + ["value"]
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.5 * len(columns) + 2.0), 5.0))
-
-    def position(name: str, value: object) -> float:
-        p = space_json[name]
-        if value is None:  # a conditional parameter inactive in this trial: a gap in its line
-            return math.nan
-        if p["type"] == "categorical":
-            choices = p["choices"]
-            return (choices.index(value) + 0.5) / len(choices) if value in choices else 0.5
-        lo, hi = float(p["low"]), float(p["high"])
-        f = math.log if p.get("log") else float
-        return (f(float(value)) - f(lo)) / (f(hi) - f(lo))  # type: ignore[arg-type]
-
-    def value_of(t: Trial) -> float:
-        assert t.value is not None  # ``done`` holds only trials with a value
-        return t.value
-
-    values = [float(value_of(t)) for t in done]
-    vlo, vhi = (min(values), max(values)) if values else (0.0, 1.0)
-    span = vhi - vlo or 1.0
-    # dark is better: the best value takes the dark end of viridis whatever the direction
-    cmap = plt.get_cmap("viridis" if direction == "minimize" else "viridis_r")
-    norm = matplotlib.colors.Normalize(vlo, vlo + span)
-    ranked = sorted(done, key=value_of, reverse=direction == "minimize")  # best last
-    for t in ranked:
-        scaled = (float(value_of(t)) - vlo) / span
-        good = 1.0 - scaled if direction == "minimize" else scaled
-        ys = [position(n, t.params.get(n)) for n in names] + [scaled]
-        ax.plot(range(len(ys)), ys, color=cmap(norm(value_of(t))), alpha=0.8, lw=1 + good)
-
-    box = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
-    ends: list[matplotlib.text.Text] = []
-    for i, n in enumerate(columns):
-        ax.axvline(i, color="black", lw=0.8, zorder=3)
-        p = space_json.get(n, {"type": "value", "low": vlo, "high": vhi})
-        if p["type"] == "categorical":
-            choices = p["choices"]
-            size = max(5.0, min(8.0, 200.0 / len(choices)))  # ~250 points of axis height
-            every = max(1, math.ceil(len(choices) / 40))
-            for c in choices[::every]:
-                ax.text(
-                    i + 0.04, position(n, c), _clip(str(c)), fontsize=size, va="center",
-                    bbox=box, zorder=4,
-                )  # fmt: skip
-            continue
-        offset = 4.0 + _ROW_POINTS * (i % 2)  # neighbours in alternate rows
-        for y, label, sign, va in ((0.0, p["low"], -1, "top"), (1.0, p["high"], 1, "bottom")):
-            ends.append(
-                ax.annotate(
-                    _fmt(label), (i, y), xytext=(0, sign * offset), textcoords="offset points",
-                    ha="center", va=va, fontsize=8, bbox=box, zorder=4, gid=END_LABEL,
-                    annotation_clip=False,
-                )
-            )  # fmt: skip
-    ticks = [f"{n}\n(log)" if space_json[n].get("log") else n for n in names] + ["value"]
-    ax.set_xticks(range(len(columns)), [_clip(t, 20) for t in ticks], fontsize=9)
-    ax.tick_params(axis="x", length=0, pad=8.0 + _ROW_POINTS + 12.0)  # below both label rows
-    ax.set_yticks([])
-    ax.set_ylim(-0.03, 1.03)
-    ax.set_xlim(-0.3, len(columns) - 0.6)
-    for side in ("top", "bottom", "left", "right"):
-        ax.spines[side].set_visible(False)
-    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, pad=0.02)
-    better = "lower" if direction == "minimize" else "higher"
-    bar.set_label(f"objective value ({direction}: {better} and darker is better)")
-    ax.set_title(f"{title or 'parameters against value'} ({len(done)} done trials)", pad=28)
-    fig.tight_layout()
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    for _ in range(4):  # long labels that still collide: give every axis more room
-        if not _overlaps(ends, renderer):
-            break
-        width, height = fig.get_size_inches()
-        fig.set_size_inches(width * 1.4, height)
-        fig.tight_layout()
-    labels = ax.get_xticklabels()
-    if _overlaps(labels, renderer):  # long parameter names: slant them
-        for label in labels:
-            label.set(rotation=25, ha="right", rotation_mode="anchor")
-        fig.tight_layout()
-    return fig
-
-
-@literal_text
-def parallel(
-    trials: Sequence[Trial], space_json: dict, direction: str, out: str | Path, title: str = ""
-) -> Path:
-    """Write a PNG of parallel coordinates (see ``parallel_figure``); return its path."""
-    fig = parallel_figure(trials, space_json, direction, title)
     path = Path(out)
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -435,104 +293,3 @@ def learning_curves(
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-def evaluation_seconds(trial: Trial) -> float | None:
-    """What a finished trial's evaluation took: the loop's ``eval_seconds``, else creation to
-    end (``None`` while running or without times)."""
-    seconds = trial.info.get("eval_seconds", trial.duration)
-    if isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0:
-        return float(seconds)
-    return None
-
-
-@literal_text
-def cost_curve(
-    trials: Sequence[Trial],
-    direction: str,
-    constraints: Sequence[Constraint] = (),
-    counts: Counts | None = None,
-) -> list[tuple[float, float | None, Trial]]:
-    """``(evaluation seconds spent, best value so far, trial)`` after each finished trial in
-    completion order: every done, stopped and failed trial adds its evaluation time (the
-    cost); the best counts feasible done trials accepted by ``counts`` (``None`` before one)."""
-    finished = sorted(
-        (
-            t
-            for t in trials
-            if t.state in (TrialState.DONE, TrialState.STOPPED, TrialState.FAILED)
-            and evaluation_seconds(t) is not None
-        ),
-        key=lambda t: (t.finished_at or 0.0, t.id),
-    )
-    better = min if direction == "minimize" else max
-    spent, best = 0.0, None
-    out: list[tuple[float, float | None, Trial]] = []
-    for t in finished:
-        spent += evaluation_seconds(t) or 0.0
-        ok = t.state is TrialState.DONE and t.value is not None
-        if ok and feasible(t.values, constraints) and (counts is None or counts(t)):
-            assert t.value is not None
-            best = t.value if best is None else better(best, t.value)
-        out.append((spent, best, t))
-    return out
-
-
-@literal_text
-def cost(
-    trials: Sequence[Trial],
-    direction: str,
-    out: str | Path,
-    title: str = "",
-    constraints: Sequence[Constraint] = (),
-    fidelity: str | None = None,
-    counts: Counts | None = None,
-) -> Path:
-    """Write a PNG of the best value against the evaluation time spent (every finished
-    trial's, stopped and failed ones included), with each done trial's value at the time
-    spent when it finished; in a study with a ``fidelity`` (a parameter name) the points are
-    coloured by it and the best counts the trials ``counts`` accepts (its target)."""
-    curve = cost_curve(trials, direction, constraints, counts)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    steps = [(x, b) for x, b, _ in curve if b is not None]
-    if steps:
-        xs, bests = zip(*steps, strict=True)
-        ax.step(xs, bests, where="post", color="black", linewidth=1.6, label="best result so far")
-    done = [(x, t) for x, _, t in curve if t.state is TrialState.DONE and t.value is not None]
-    if done:
-        at = [x for x, _ in done]
-        ys = [float(t.value) for _, t in done if t.value is not None]
-        if fidelity is not None:
-            raw = [t.params.get(fidelity) for _, t in done]
-            levels = sorted({str(v) for v in raw}, key=lambda v: _order(v, raw))
-            cmap = matplotlib.colormaps["viridis"]
-            shade = {v: cmap(i / max(1, len(levels) - 1)) for i, v in enumerate(levels)}
-            for level in levels:
-                picked = [(x, y) for (x, y, v) in zip(at, ys, raw, strict=True) if str(v) == level]
-                px, py = zip(*picked, strict=True)
-                ax.scatter(px, py, s=14, color=shade[level], label=f"{fidelity} = {level}",
-                           zorder=3)  # fmt: skip
-        else:
-            ax.scatter(at, ys, s=12, color="tab:blue", alpha=0.6, label="done trials", zorder=3)
-    values = [float(t.value) for _, t in done if t.value is not None]
-    if values and min(values) > 0 and max(values) / min(values) > 100:
-        ax.set_yscale("log")
-    ax.set_xlabel("evaluation seconds spent (all finished trials)")
-    ax.set_ylabel(f"value ({'lower' if direction == 'minimize' else 'higher'} is better)")
-    ax.grid(alpha=0.3)
-    if curve:
-        ax.legend(loc="best", fontsize=8)
-    ax.set_title(title or "best value against cost")
-    fig.tight_layout()
-    path = Path(out)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def _order(level: str, raw: Sequence[object]) -> tuple[float, str]:
-    """Numeric fidelities in numeric order, others as they first appear."""
-    try:
-        return (float(level), level)
-    except ValueError:
-        return (float([str(v) for v in raw].index(level)), level)

@@ -76,11 +76,6 @@ def plot(
     found = _run(lambda: source.study(name))
     listed = _run(lambda: found.trials)
     path = out or Path(f"{name}-{kind.value}.png")
-    from abo import plots
-
-    objectives = found.spec.objectives
-    fidelity = found.spec.fidelity_of
-    counts = fidelity.at_target if fidelity is not None else None  # results: at the target
     if kind in ANALYSES:
         with working("loading the model's libraries") as say:
             from abo.analysis_plots import draw
@@ -92,6 +87,17 @@ def plot(
     if refused is not None:
         print_error(refused)
         raise typer.Exit(1)
+    _draw(kind, found, listed, path, name)
+    typer.echo(str(path))
+
+
+def _draw(kind: Kind, found: Any, listed: list[Any], path: Path, name: str) -> None:
+    """Write the PNG of a plot ``kind`` that applies to the study (not an analysis)."""
+    from abo import plots
+
+    objectives = found.spec.objectives
+    fidelity = found.spec.fidelity_of
+    counts = fidelity.at_target if fidelity is not None else None  # results: at the target
     if kind is Kind.pareto:
         plots.pareto(listed, objectives, path, title=name)
     elif kind is Kind.convergence:
@@ -110,7 +116,6 @@ def plot(
         plots.learning_curves(listed, _run(lambda: found.reports()), found.direction, path, name)
     else:
         plots.parallel(listed, found.space.to_json(), found.direction, path, title=name)
-    typer.echo(str(path))
 
 
 def _refusal(kind: Kind, found: Any, listed: list[Any], name: str) -> str | None:
