@@ -15,12 +15,7 @@ Example:
 
 from __future__ import annotations
 
-import ast
-import atexit
-import importlib
 import logging
-import os
-import sys
 import threading
 import time
 import uuid
@@ -29,14 +24,37 @@ from concurrent.futures import CancelledError
 from typing import Any
 
 import dask
-from distributed import Client, LocalCluster, WorkerPlugin, wait
+from distributed import Client, LocalCluster, wait
 from distributed.client import FutureCancelledError
 from distributed.scheduler import KilledWorker
 
-from abo.exceptions import AboError, TrialFailure
+from abo.exceptions import TrialFailure
 from abo.executors.base import Future, LostEvaluation
+from abo.executors.dask_spawn import check_spawn_safe, unguarded_script_line
+from abo.executors.dask_workers import (
+    CLOSE_TIMEOUT,
+    _executing,
+    _fate,
+    _import,
+    _QuickExit,
+    _Shutdown,
+)
 
 log = logging.getLogger("abo")
+
+__all__ = [  # what other modules import from here, the split-out pieces included
+    "ABO_DASK_CONFIG",
+    "CLOSE_TIMEOUT",
+    "DaskExecutor",
+    "DaskSender",
+    "REPORT_RESEND",
+    "REPORT_TIMEOUT",
+    "_ReportServer",
+    "_Shutdown",
+    "_executing",
+    "check_spawn_safe",
+    "unguarded_script_line",
+]
 
 ABO_DASK_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,
@@ -53,68 +71,9 @@ ABO_DASK_CONFIG = {
 }
 
 
-def _is_main_guard(node: ast.AST) -> bool:
-    """``if __name__ == "__main__":`` (either way round)."""
-    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
-        return False
-    test = node.test
-    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
-        return False
-    sides = [test.left, test.comparators[0]]
-    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
-    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
-    return len(names) == 1 and len(consts) == 1
-
-
-def unguarded_script_line() -> tuple[str, int] | None:
-    """Where the running script starts worker processes outside ``if __name__ == "__main__":``.
-
-    Worker processes start by re-running the main script (Python's ``spawn``), so a script that
-    starts a local cluster at its top level starts it again in every worker, which fails with
-    pages of tracebacks. Returns ``(file, line)`` of the top-level statement of ``__main__``
-    now running when it is not under the guard; ``None`` when it is, or when there is no
-    script file to check (an interactive session, ``python -c``, a notebook).
-    """
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if main is None or not path or not os.path.isfile(path):
-        return None
-    frame = sys._getframe(1)
-    while frame is not None and not (
-        frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"
-    ):
-        frame = frame.f_back  # type: ignore[assignment]
-    if frame is None:
-        return None
-    line = frame.f_lineno
-    try:
-        with open(path, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read(), filename=path)
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        start, end = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
-        if start <= line <= end:
-            return None if _is_main_guard(node) else (path, line)
-    return None
-
-
-def check_spawn_safe() -> None:
-    """Refuse, in one line, to start worker processes from an unguarded script (see above)."""
-    where = unguarded_script_line()
-    if where is not None:
-        path, line = where
-        raise AboError(
-            f"executor: {os.path.basename(path)} line {line} starts Dask worker processes at "
-            "the top level of the script, and every worker re-runs the script when it starts; "
-            'put that code under `if __name__ == "__main__":`'
-        )
-
-
 REPORT_TIMEOUT = 300.0  # seconds a worker waits for the driver to answer a report
 REPORT_RESEND = 20.0  # seconds without an answer after which a worker sends its report again
 POLL_MAX = 0.25  # seconds between a waiting worker's looks at its answer queue, at most
-CLOSE_TIMEOUT = 5.0  # seconds closing the client, then the cluster, may take at most
 
 
 class DaskSender:
@@ -233,92 +192,6 @@ class _ReportServer:
             self.queue.close()
         except Exception:  # noqa: BLE001 - the client is gone already
             pass
-
-
-class _Shutdown:
-    """Closes what an executor started, once: at ``close()``, or at the interpreter's exit
-    when the script never called it.
-
-    Registered with ``atexit`` after Dask's own exit handler, so it runs first: the client is
-    closed (its futures released) before the cluster, with short timeouts. Left to Dask, an
-    unclosed LocalCluster closed under a client that still wanted its results: every worker
-    shut down while the scheduler recomputed them (an ERROR per trial, a heartbeat traceback)
-    and the exit took 4-14 s.
-    """
-
-    def __init__(self, client: Client | None, cluster: Any, timeout: float = CLOSE_TIMEOUT):
-        self.client, self.cluster, self.timeout = client, cluster, timeout
-        self.done = client is None and cluster is None  # nothing of its own to close
-        if not self.done:
-            atexit.register(self)
-
-    def __call__(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        atexit.unregister(self)
-        if self.client is not None:
-            try:
-                self.client.close(timeout=self.timeout)
-            except Exception as exc:  # noqa: BLE001 - the cluster is closed all the same
-                log.debug("closing the Dask client: %s", exc)
-        if self.cluster is not None:
-            self.cluster.close(timeout=self.timeout)
-
-
-def _exit_now() -> None:
-    """At a worker process's exit, after its worker closed: flush and leave at once."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream: nothing to flush
-            pass
-    os._exit(0)
-
-
-class _ShutdownNoise(logging.Filter):
-    """Drops a worker's heartbeat failure: in a LocalCluster abo started, the scheduler lives in
-    the driver's process, so a worker that cannot reach it is one the driver is closing (on two
-    busy cores the scheduler can stop a moment before its workers, and each logged an ERROR
-    with a traceback after a successful run)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Failed to communicate with scheduler")
-
-
-class _QuickExit(WorkerPlugin):
-    """In each worker process of a LocalCluster abo started: once the worker has closed, the
-    process leaves without the interpreter's teardown (freeing every module torch and the
-    objective loaded took 0.2-0.5 s a worker, and seconds when eight shared two busy cores,
-    while the driver waited for them to exit); its shutdown's heartbeat failure is not logged."""
-
-    idempotent = True
-    name = "abo-quick-exit"
-
-    def setup(self, worker: Any) -> None:
-        atexit.register(_exit_now)
-        logging.getLogger("distributed.worker").addFilter(_ShutdownNoise())
-
-
-async def _import(modules: list[str]) -> None:
-    """On a worker: import ``modules``; a coroutine, which Dask runs without the driver
-    waiting for it (``run(wait=False)``)."""
-    for name in modules:
-        importlib.import_module(name)
-
-
-def _executing(key: str, dask_worker: Any = None) -> bool:
-    """On a worker: is it running ``key`` now (not merely holding it in its queue)?"""
-    return any(ts.key == key for ts in dask_worker.state.executing)
-
-
-def _fate(key: str, dask_worker: Any = None) -> str:
-    """On a worker, after ``key`` was cancelled: ``running`` (it had started: a cancelled task
-    runs on in its thread), ``gone`` (released before it started), or ``pending`` (the
-    cancellation has not reached this worker yet)."""
-    if any(ts.key == key for ts in dask_worker.state.executing):
-        return "running"
-    return "pending" if key in dask_worker.state.tasks else "gone"
 
 
 CANCEL_SETTLE = 5.0  # seconds to learn whether a cancelled evaluation had started on its worker
