@@ -47,7 +47,6 @@ fit (``full_refit_due``), and both fit at most ``max_exact`` observations (``abo
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 import time
@@ -63,46 +62,16 @@ from torch import Tensor
 from abo.exceptions import SurrogateFitError
 from abo.fitproc import FitProcess, FitProcessDied
 from abo.quiet import silenced
+from abo.refit_schedule import data_key, full_refit_due, refit_step
 from abo.spec import REFIT_MODES
 from abo.surrogate import MAX_EXACT, FittedModel, condition, export_hypers, fit_gp, subset
 from abo.threads import torch_threads
-
-FULL_REFIT_GROWTH = 1.2  # a full multi-start refit each time the data grow by this factor
-
-
-def full_refit_due(n_prev: int | None, n: int) -> bool:
-    """Whether a refit on ``n`` observations, after one on ``n_prev``, is a full one.
-
-    Full refits happen on the first fit and whenever ``n`` crosses the next power of
-    ``FULL_REFIT_GROWTH`` (about every 10-20 % of growth): often while the model is still
-    learning its scales, rarely once a fit costs seconds. Depends only on the two sizes, so
-    a resumed study makes the same choice.
-    """
-    if n_prev is None or n_prev < 1:
-        return True
-    growth = math.log(FULL_REFIT_GROWTH)
-    return math.floor(math.log(n) / growth) > math.floor(math.log(n_prev) / growth)
-
-
-def data_key(key: tuple[int, ...]) -> str:
-    """A short digest of the observed trial ids (what a fit saw)."""
-    return hashlib.sha1(",".join(map(str, key)).encode()).hexdigest()[:16]
 
 
 @dataclass
 class _Fit:
     fitted: FittedModel
     key: tuple[int, ...]
-
-
-def refit_step(n: int) -> int:
-    """New observations that make a refit worth its cost after a fit on ``n``.
-
-    One while fits are cheap; 5 % of the data once they are not, so a refit does not occupy a
-    core for good in a fast study (the conditioned model uses every observation regardless;
-    only the hyperparameters wait).
-    """
-    return max(1, n // 20)
 
 
 class ModelManager:

@@ -304,7 +304,40 @@ def fit_gp(
         raise SurrogateFitError("Y: the GP only takes finite values")
     can_warm = previous is not None and previous.model.train_inputs[0].shape[-1] == X.shape[-1]
     errors: list[str] = []
-    starts = ["warm", "mode"] if can_warm else ["mode"]
+    best = _best_start(
+        X, Y, noise, previous if can_warm else None, full, seed, fidelity, prior, errors
+    )
+    if best is not None:
+        best[1].eval()
+        return FittedModel(model=best[1], n=X.shape[0], warm=best[2])
+    if previous is not None and can_warm:
+        model = _build(X, Y, noise, fidelity, prior)
+        _copy_hypers(previous.model, model)
+        model.eval()
+        warnings.warn(
+            f"GP refit failed ({errors[-1]}); keeping the previous hyperparameters",
+            AboWarning,
+            stacklevel=2,
+        )
+        return FittedModel(model=model, n=X.shape[0], warm=True)
+    raise SurrogateFitError(f"GP fit failed: {'; '.join(errors)}")
+
+
+def _best_start(
+    X: Tensor,
+    Y: Tensor,
+    noise: str,
+    warm: FittedModel | None,
+    full: bool,
+    seed: int,
+    fidelity: tuple[int, ...],
+    prior: Any,
+    errors: list[str],
+) -> tuple[float, SingleTaskGP, bool] | None:
+    """The fitted start with the best marginal likelihood (``fit_gp``): ``warm``'s
+    hyperparameters, the prior's mode and (``full``) a ``seed``-ed prior draw; a full refit's
+    fresh starts are probed first and only the best continued. Failures go to ``errors``."""
+    starts = ["warm", "mode"] if warm is not None else ["mode"]
     if full:
         starts.append("draw")
     best: tuple[float, SingleTaskGP, bool] | None = None
@@ -312,8 +345,8 @@ def fit_gp(
     for start in starts:
         model = _build(X, Y, noise, fidelity, prior)
         if start == "warm":
-            assert previous is not None
-            _copy_hypers(previous.model, model)
+            assert warm is not None
+            _copy_hypers(warm.model, model)
         elif start == "draw":
             _prior_draw(model, seed)
         # a full refit's fresh starts are probed first; the best of them is continued below
@@ -332,20 +365,7 @@ def fit_gp(
             best = (_fit(best[1]), best[1], best[2])
         except Exception as exc:  # noqa: BLE001 - keep the probe's hyperparameters
             errors.append(f"{type(exc).__name__}: {exc}")
-    if best is not None:
-        best[1].eval()
-        return FittedModel(model=best[1], n=X.shape[0], warm=best[2])
-    if previous is not None and can_warm:
-        model = _build(X, Y, noise, fidelity, prior)
-        _copy_hypers(previous.model, model)
-        model.eval()
-        warnings.warn(
-            f"GP refit failed ({errors[-1]}); keeping the previous hyperparameters",
-            AboWarning,
-            stacklevel=2,
-        )
-        return FittedModel(model=model, n=X.shape[0], warm=True)
-    raise SurrogateFitError(f"GP fit failed: {'; '.join(errors)}")
+    return best
 
 
 def export_hypers(model: Any) -> dict[str, list[float]]:
