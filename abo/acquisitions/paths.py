@@ -57,60 +57,22 @@ class SamplePaths:
     sigma: Tensor  # the outcome transform's scale
 
     @staticmethod
+    @staticmethod
     def of(acq: PathwiseThompsonSampling) -> SamplePaths | None:
         """The closed form of ``acq``'s drawn paths, or ``None`` where they are not BoTorch's
         Matheron paths of abo's GP in the shape the module describes."""
-        model = acq.model
-        try:
-            path: Any = getattr(acq.samples, "_path")  # noqa: B009 - BoTorch's private path
-            prior = path.paths["prior_paths"]
-            update = path.paths["update_paths"]
-        except (AttributeError, KeyError, TypeError):
+        found = _matheron_paths(acq)
+        if found is None:
             return None
-        if not isinstance(model, ExactGP) or getattr(model, "num_outputs", 0) != 1:
-            return None
+        model, prior, update, features, evaluations = found
         pieces = matern52(model)
-        tf = getattr(model, "outcome_transform", None)
-        if (
-            pieces is None
-            or not isinstance(tf, Standardize)
-            or not identity_transform(getattr(model, "input_transform", None))
-        ):
-            return None
-        if not (
-            isinstance(prior, GeneralizedLinearPath) and isinstance(update, GeneralizedLinearPath)
-        ):
-            return None
-        features, evaluations = prior.feature_map, update.feature_map
-        if not isinstance(features, KernelFeatureMap) or features.bias is not None:
-            return None
-        if (
-            not isinstance(evaluations, KernelEvaluationMap)
-            or evaluations.kernel is not model.covar_module
-        ):
-            return None
-        chain = features.output_transform
-        if not (
-            isinstance(features.input_transform, InverseLengthscaleTransform)
-            and isinstance(chain, ChainedTransform)
-            and len(chain.transforms) == 2
-            and isinstance(chain.transforms[0], OutputscaleTransform)
-            and isinstance(chain.transforms[1], SineCosineTransform)
-            and features.input_transform.kernel is model.covar_module.base_kernel
-            and chain.transforms[0].kernel is model.covar_module
-            and prior.bias_module is model.mean_module
-        ):
-            return None
-        transforms = (prior.input_transform, update.input_transform, evaluations.input_transform)
-        if not all(identity_transform(t) for t in transforms) or update.bias_module is not None:
-            return None
-        if prior.output_transform is not None or update.output_transform is not None:
-            return None
+        assert pieces is not None  # what _matheron_paths checked
         ell, s, constant = pieces
+        tf = cast(Standardize, model.outcome_transform)  # what _matheron_paths checked
         with torch.no_grad():
             omega = features.weight.detach()  # F x d
             F = omega.shape[0]
-            scale = chain.transforms[1].scale
+            scale = features.output_transform.transforms[1].scale
             scale = torch.ones(()) if scale is None else scale.detach()
             weights = prior.weight.detach() * scale.to(omega) * s.sqrt()  # n x 2F
             mu, sigma = tf.means.reshape(()), tf.stdvs.reshape(())
@@ -153,6 +115,61 @@ class SamplePaths:
                 self.outputscale * (1.0 + SQRT5 * r + (5.0 / 3.0) * r * r) * torch.exp(-SQRT5 * r)
             )
             return (self.offset + self.sigma * (prior + kern @ self.update.T)).T
+
+
+def _matheron_paths(acq: PathwiseThompsonSampling) -> tuple[Any, Any, Any, Any, Any] | None:
+    """``(model, prior, update, features, evaluations)`` of ``acq``'s drawn paths where the
+    model is abo's GP (Matern-5/2, ``Standardize``, no input transform) and the paths are
+    BoTorch's Matheron paths of it in the module's shape; else ``None``."""
+    model = acq.model
+    try:
+        path: Any = getattr(acq.samples, "_path")  # noqa: B009 - BoTorch's private path
+        prior = path.paths["prior_paths"]
+        update = path.paths["update_paths"]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    if not isinstance(model, ExactGP) or getattr(model, "num_outputs", 0) != 1:
+        return None
+    if (
+        matern52(model) is None
+        or not isinstance(getattr(model, "outcome_transform", None), Standardize)
+        or not identity_transform(getattr(model, "input_transform", None))
+    ):
+        return None
+    if not (isinstance(prior, GeneralizedLinearPath) and isinstance(update, GeneralizedLinearPath)):
+        return None
+    features, evaluations = prior.feature_map, update.feature_map
+    if not _features_match(model, prior, features, evaluations):
+        return None
+    transforms = (prior.input_transform, update.input_transform, evaluations.input_transform)
+    if not all(identity_transform(t) for t in transforms) or update.bias_module is not None:
+        return None
+    if prior.output_transform is not None or update.output_transform is not None:
+        return None
+    return model, prior, update, features, evaluations
+
+
+def _features_match(model: Any, prior: Any, features: Any, evaluations: Any) -> bool:
+    """Whether the paths' random features and kernel evaluations are those of ``model``'s
+    scaled kernel and its constant mean (BoTorch's defaults for it)."""
+    if not isinstance(features, KernelFeatureMap) or features.bias is not None:
+        return False
+    if (
+        not isinstance(evaluations, KernelEvaluationMap)
+        or evaluations.kernel is not model.covar_module
+    ):
+        return False
+    chain = features.output_transform
+    return (
+        isinstance(features.input_transform, InverseLengthscaleTransform)
+        and isinstance(chain, ChainedTransform)
+        and len(chain.transforms) == 2
+        and isinstance(chain.transforms[0], OutputscaleTransform)
+        and isinstance(chain.transforms[1], SineCosineTransform)
+        and features.input_transform.kernel is model.covar_module.base_kernel
+        and chain.transforms[0].kernel is model.covar_module
+        and prior.bias_module is model.mean_module
+    )
 
 
 class _Paths(torch.autograd.Function):

@@ -70,32 +70,11 @@ def member_probabilities(
     """
     k = len(members)
     tally = {m: [0.0, 0] for m in members}
-    rounds: list[list[tuple[str, list[float]]]] = []
     inputs = getattr(model, "train_inputs", None)
     dim = inputs[0].shape[-1] if inputs else None
-    for record in history:
-        nominees = record.get("nominees")
-        if not isinstance(nominees, Mapping) or len(nominees) < 2:
-            continue
-        entries = [
-            (str(name), list(x))
-            for name, x in nominees.items()
-            if name in tally and isinstance(x, list | tuple) and len(x) == dim
-        ]
-        if len(entries) >= 2:
-            rounds.append(entries)
+    rounds = _rounds(history, tally, dim)
     if rounds and model is not None:
-        X = torch.tensor([x for entries in rounds for _, x in entries], dtype=torch.double)
-        with torch.no_grad():
-            post = model.posterior(X.unsqueeze(-2))  # one-point posteriors: no n x n covariance
-            mean = cast(PosteriorMoments, post).mean.reshape(-1).tolist()
-            logp = feasibility.log_prob(X).tolist() if feasibility is not None else None
-        # the key a nominee is judged by: its mean, or (likely feasible, mean or log p)
-        keys: list[Any] = list(mean)
-        if logp is not None:
-            keys = [
-                (lp > LIKELY, mu if lp > LIKELY else lp) for mu, lp in zip(mean, logp, strict=True)
-            ]
+        keys = _nominee_keys(rounds, model, feasibility)
         at = 0
         for entries in rounds:
             judged = keys[at : at + len(entries)]
@@ -119,6 +98,41 @@ def member_probabilities(
         m: floor + (1.0 - k * floor) * w / total for m, w in zip(members, weights, strict=True)
     }
     return probs, {m: (tally[m][0], int(tally[m][1])) for m in members}
+
+
+def _rounds(
+    history: Sequence[Mapping[str, Any]], names: Mapping[str, Any], dim: int | None
+) -> list[list[tuple[str, list[float]]]]:
+    """The recorded rounds: each record's nominees that are among ``names`` with a point of
+    ``dim`` coordinates, where two or more are."""
+    rounds: list[list[tuple[str, list[float]]]] = []
+    for record in history:
+        nominees = record.get("nominees")
+        if not isinstance(nominees, Mapping) or len(nominees) < 2:
+            continue
+        entries = [
+            (str(name), list(x))
+            for name, x in nominees.items()
+            if name in names and isinstance(x, list | tuple) and len(x) == dim
+        ]
+        if len(entries) >= 2:
+            rounds.append(entries)
+    return rounds
+
+
+def _nominee_keys(
+    rounds: Sequence[Sequence[tuple[str, list[float]]]], model: Any, feasibility: Feasibility | None
+) -> list[Any]:
+    """The key each nominee of ``rounds`` (in order) is judged by: its posterior mean, or with
+    ``feasibility`` (likely feasible, mean or log p)."""
+    X = torch.tensor([x for entries in rounds for _, x in entries], dtype=torch.double)
+    with torch.no_grad():
+        post = model.posterior(X.unsqueeze(-2))  # one-point posteriors: no n x n covariance
+        mean = cast(PosteriorMoments, post).mean.reshape(-1).tolist()
+        logp = feasibility.log_prob(X).tolist() if feasibility is not None else None
+    if logp is None:
+        return list(mean)
+    return [(lp > LIKELY, mu if lp > LIKELY else lp) for mu, lp in zip(mean, logp, strict=True)]
 
 
 def _unit(x: Tensor) -> list[float]:
