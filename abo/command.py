@@ -41,7 +41,6 @@ import os
 import re
 import shlex
 import signal
-import stat
 import subprocess
 import threading
 import time
@@ -50,10 +49,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from abo.command_files import STDERR_TAIL as STDERR_TAIL  # re-exported
+from abo.command_files import _create, _open_folder, _Planted, _read, _tail
 from abo.exceptions import AboError, TrialFailure
 from abo.outcomes import finite_float, shown
 
-STDERR_TAIL = 2000
 REPORT_PREFIX = b"abo:report"
 _REPORT = re.compile(rb"^abo:report[ \t]+(\S+)[ \t]+(\S+)[ \t]*\r?$")
 
@@ -138,72 +138,6 @@ class _Pump:
         threading.Thread(target=_end, args=(self.proc, self.grace), daemon=True).start()
 
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-
-
-class _Planted(Exception):
-    """A trial's folder or file is a link (or not what abo made): nothing is written there."""
-
-
-def _open_folder(folder: Path) -> int:
-    """A descriptor of the trial's folder, made if new; ``_Planted`` if it is a symbolic link
-    (even one swapped in after the check: opened with ``O_NOFOLLOW``) or not this user's."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        folder.mkdir()
-    except FileExistsError:
-        pass  # an earlier attempt's, or planted: judged below
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC)
-    except OSError as exc:
-        kind = "a symbolic link" if folder.is_symlink() else f"not a folder ({exc.strerror})"
-        raise _Planted(f"workdir: {folder} is {kind}; refusing to write the trial there") from None
-    info = os.fstat(fd)
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        os.close(fd)
-        raise _Planted(f"workdir: {folder} belongs to another user; refusing to write there")
-    return fd
-
-
-def _create(folder_fd: int, name: str, folder: Path) -> int:
-    """Create ``name`` in the folder for writing, never through a link: ``O_EXCL`` with
-    ``O_NOFOLLOW``. A regular file an earlier run left is removed first (removing a name
-    never touches what a link points to); a symbolic or hard link is ``_Planted``."""
-    for _ in range(2):
-        try:
-            return os.open(name, _CREATE, 0o644, dir_fd=folder_fd)
-        except FileExistsError:
-            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-            if stat.S_ISLNK(info.st_mode):
-                raise _Planted(
-                    f"{name}: {folder / name} is a symbolic link; refusing to write through it"
-                ) from None
-            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-                raise _Planted(
-                    f"{name}: {folder / name} is not a plain file of its own (a hard link or "
-                    "a special file); refusing to write to it"
-                ) from None
-            os.unlink(name, dir_fd=folder_fd)  # an earlier run's: replaced
-    raise _Planted(f"{name}: {folder / name} keeps reappearing; refusing to write to it")
-
-
-def _read(folder_fd: int, name: str) -> bytes:
-    """The bytes of ``name`` in the folder, not through a symbolic link."""
-    fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder_fd)
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
-
-
-def _tail(folder_fd: int, name: str, n: int = STDERR_TAIL) -> str:
-    try:
-        data = _read(folder_fd, name)[-n:]
-    except OSError:
-        return ""
-    return data.decode(errors="replace").strip()
-
-
 def _parse_value(text: str, source: str) -> dict[str, Any]:
     """What the command reported: a number (the value of a study's one objective), or a JSON
     object of named outcomes (and metadata: the study tells them apart, and fails the trial
@@ -221,6 +155,25 @@ def _parse_value(text: str, source: str) -> dict[str, Any]:
     if not math.isfinite(parsed):
         raise TrialFailure(f"{source}: value must be finite, got {parsed!r}")
     return {"value": float(parsed)}
+
+
+def _trial_files(
+    params: Mapping[str, Any], folder: Path, folder_fd: int, files: Mapping[str, Any]
+) -> tuple[int, int]:
+    """Write ``params.json`` and create ``stdout.txt`` and ``stderr.txt`` in the trial's folder;
+    return the stdout and stderr descriptors (a planted link fails the trial)."""
+    try:
+        with os.fdopen(_create(folder_fd, "params.json", folder), "w") as fh:
+            fh.write(json.dumps(dict(params)))
+        err_fd = _create(folder_fd, "stderr.txt", folder)
+        try:
+            out_fd = _create(folder_fd, "stdout.txt", folder)
+        except _Planted:
+            os.close(err_fd)
+            raise
+    except _Planted as exc:
+        raise _failure(str(exc), files) from None
+    return out_fd, err_fd
 
 
 class Command:
@@ -320,17 +273,7 @@ class Command:
     ) -> dict[str, Any]:
         """Write the trial's files in its folder (``folder_fd``), run the command, read its
         result."""
-        try:
-            with os.fdopen(_create(folder_fd, "params.json", folder), "w") as fh:
-                fh.write(json.dumps(dict(params)))
-            err_fd = _create(folder_fd, "stderr.txt", folder)
-            try:
-                out_fd = _create(folder_fd, "stdout.txt", folder)
-            except _Planted:
-                os.close(err_fd)
-                raise
-        except _Planted as exc:
-            raise _failure(str(exc), files) from None
+        out_fd, err_fd = _trial_files(params, folder, folder_fd, files)
         env = {
             **os.environ,
             **self.env,
@@ -339,6 +282,35 @@ class Command:
             "ABO_WORKDIR": str(folder),
         }
         start = time.time()
+        code, pump = self._execute(argv, folder, env, out_fd, err_fd, trial, files, start)
+        if pump.stopped.is_set():  # the process ends in the background; the worker is free
+            return {**files, "stopped": True, "seconds": time.time() - start}
+        pump.ended.wait(timeout=5.0)  # the last lines (a child may hold the pipe open)
+        if pump.problem is not None:
+            raise _failure(pump.problem, files)
+        if code != 0:
+            tail = _tail(folder_fd, "stderr.txt")
+            raise _failure(f"exit code {code}: {tail}" if tail else f"exit code {code}", files)
+        try:
+            result = self._result(folder_fd)
+        except TrialFailure as exc:
+            raise _failure(exc.reason, files) from None
+        result.update(files, seconds=time.time() - start)
+        return result
+
+    def _execute(
+        self,
+        argv: list[str],
+        folder: Path,
+        env: dict[str, str],
+        out_fd: int,
+        err_fd: int,
+        trial: Any,
+        files: dict[str, str],
+        start: float,
+    ) -> tuple[int | None, _Pump]:
+        """Start the command in its own process group, pump its stdout, and wait for its exit
+        code (``None`` when stopped); a timeout or an interruption kills the group."""
         out = os.fdopen(out_fd, "wb")
         with os.fdopen(err_fd, "wb") as err:
             try:
@@ -356,7 +328,7 @@ class Command:
             pump = _Pump(proc, out, trial, self.stop_grace)
             deadline = None if self.timeout is None else start + self.timeout
             try:
-                code = self._wait(proc, pump, deadline)
+                return self._wait(proc, pump, deadline), pump
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -365,20 +337,6 @@ class Command:
                 os.killpg(proc.pid, signal.SIGKILL)  # the worker is going away: no orphans
                 proc.wait()
                 raise
-        if pump.stopped.is_set():  # the process ends in the background; the worker is free
-            return {**files, "stopped": True, "seconds": time.time() - start}
-        pump.ended.wait(timeout=5.0)  # the last lines (a child may hold the pipe open)
-        if pump.problem is not None:
-            raise _failure(pump.problem, files)
-        if code != 0:
-            tail = _tail(folder_fd, "stderr.txt")
-            raise _failure(f"exit code {code}: {tail}" if tail else f"exit code {code}", files)
-        try:
-            result = self._result(folder_fd)
-        except TrialFailure as exc:
-            raise _failure(exc.reason, files) from None
-        result.update(files, seconds=time.time() - start)
-        return result
 
     def _result(self, folder_fd: int) -> dict[str, Any]:
         """The command's result: ``result_file``, or the last line of stdout that is not a

@@ -305,16 +305,34 @@ def create_study(
     spec = StudySpec.create(space, outcomes=outcomes, direction=direction, seed=seed, **options)
     store = open_storage(storage)
     if warm:  # the sources' results as a snapshot, so the study never depends on them again
-        from abo.warm_start import resolve
+        spec = _warm_started(spec, store, warm, outcomes, direction, options)
+    return _create_or_resume(store, StudyRecord(name=name, spec=spec), given, load_if_exists)
 
-        sources = resolve(
-            warm, lambda n: Study(store, store.load_study(n)), spec.space, spec.objectives[0].name
-        )
-        spec = StudySpec.create(
-            spec.space, outcomes=outcomes, direction=direction, seed=spec.seed,
-            warm_start_from=sources, **options,
-        )  # fmt: skip
-    record = StudyRecord(name=name, spec=spec)
+
+def _warm_started(
+    spec: StudySpec,
+    store: Storage,
+    warm: Any,
+    outcomes: Any,
+    direction: str | None,
+    options: dict[str, Any],
+) -> StudySpec:
+    """``spec`` again with the results of the ``warm_start_from`` sources as a snapshot."""
+    from abo.warm_start import resolve
+
+    sources = resolve(
+        warm, lambda n: Study(store, store.load_study(n)), spec.space, spec.objectives[0].name
+    )
+    return StudySpec.create(
+        spec.space, outcomes=outcomes, direction=direction, seed=spec.seed,
+        warm_start_from=sources, **options,
+    )  # fmt: skip
+
+
+def _create_or_resume(
+    store: Storage, record: StudyRecord, given: list[str], load_if_exists: bool | str
+) -> Study:
+    """Create the study of ``record``, or (with ``load_if_exists``) load a matching one."""
     if not load_if_exists:
         return Study(store, store.create_study(record))
     resumed = _resume(store, record, given, load_if_exists)

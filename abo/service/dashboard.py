@@ -94,41 +94,46 @@ def dashboard_routes() -> APIRouter:
 
     @r.post("/login")
     async def login(request: Request) -> Response:
-        """Trade a token for a session cookie. A correct token always gets in; after
-        ``limiter.attempts`` wrong ones a minute from one client address, further wrong ones
-        are 429 and every attempt from that address is answered ``LIMITED_DELAY`` seconds late
-        (a right token still gets in, so guessing on must be slow). The address is the one
-        the packets came from (uvicorn trusts a proxy's ``X-Forwarded-For`` only from the
-        addresses ``--forwarded-allow-ips`` names)."""
-        address = request.client.host if request.client else "unknown"
-        form = parse_qs((await request.body()).decode("utf-8", "replace"))
-        token = (form.get("token") or [""])[0].strip()
-        next_path = (form.get("next") or ["/"])[0]
-        tokens = request.app.state.tokens
-        wait = limiter.retry_after(address)
-        if wait is not None:  # limited: every answer, right or wrong, comes a second later,
-            await asyncio.sleep(LIMITED_DELAY)  # so guessing on stays slow (no thread held)
-        if not tokens or not tokens.check(token):
-            if wait is not None:  # not counted: the limit stays ``attempts`` a window
-                return login_page(
-                    429,
-                    f"Too many failed sign-ins from your address; try again in {wait} s.",
-                    headers={"Retry-After": str(wait)},
-                )
-            limiter.failed(address)
-            return login_page(401, "That token is not valid.", next_path)
-        response = RedirectResponse(next_path if next_path in NEXT_PATHS else "/", 303)
-        response.set_cookie(
-            COOKIE,
-            tokens.session(token),
-            max_age=SESSION_SECONDS,
-            httponly=True,
-            samesite="strict",
-            # HTTPS as uvicorn sees it: TLS of its own, or X-Forwarded-Proto from a proxy
-            # the operator named (--forwarded-allow-ips; none by default); a header from
-            # anyone else is ignored, so a client cannot talk the server out of Secure.
-            secure=request.url.scheme == "https",
-        )
-        return response
+        """Trade a token for a session cookie (see ``_sign_in``)."""
+        return await _sign_in(request, limiter)
 
     return r
+
+
+async def _sign_in(request: Request, limiter: LoginLimiter) -> Response:
+    """Trade a token for a session cookie. A correct token always gets in; after
+    ``limiter.attempts`` wrong ones a minute from one client address, further wrong ones
+    are 429 and every attempt from that address is answered ``LIMITED_DELAY`` seconds late
+    (a right token still gets in, so guessing on must be slow). The address is the one
+    the packets came from (uvicorn trusts a proxy's ``X-Forwarded-For`` only from the
+    addresses ``--forwarded-allow-ips`` names)."""
+    address = request.client.host if request.client else "unknown"
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    token = (form.get("token") or [""])[0].strip()
+    next_path = (form.get("next") or ["/"])[0]
+    tokens = request.app.state.tokens
+    wait = limiter.retry_after(address)
+    if wait is not None:  # limited: every answer, right or wrong, comes a second later,
+        await asyncio.sleep(LIMITED_DELAY)  # so guessing on stays slow (no thread held)
+    if not tokens or not tokens.check(token):
+        if wait is not None:  # not counted: the limit stays ``attempts`` a window
+            return login_page(
+                429,
+                f"Too many failed sign-ins from your address; try again in {wait} s.",
+                headers={"Retry-After": str(wait)},
+            )
+        limiter.failed(address)
+        return login_page(401, "That token is not valid.", next_path)
+    response = RedirectResponse(next_path if next_path in NEXT_PATHS else "/", 303)
+    response.set_cookie(
+        COOKIE,
+        tokens.session(token),
+        max_age=SESSION_SECONDS,
+        httponly=True,
+        samesite="strict",
+        # HTTPS as uvicorn sees it: TLS of its own, or X-Forwarded-Proto from a proxy
+        # the operator named (--forwarded-allow-ips; none by default); a header from
+        # anyone else is ignored, so a client cannot talk the server out of Secure.
+        secure=request.url.scheme == "https",
+    )
+    return response
