@@ -20,39 +20,39 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    "AboError": "abo.exceptions",
-    "AboWarning": "abo.exceptions",
-    "Categorical": "abo.space",
-    "Command": "abo.command",
-    "Constraint": "abo.outcomes",
-    "ConfigError": "abo.exceptions",
-    "DuplicatedStudyError": "abo.exceptions",
-    "FailureRateExceeded": "abo.exceptions",
-    "Float": "abo.space",
-    "Int": "abo.space",
-    "InvalidValueError": "abo.exceptions",
-    "Objective": "abo.outcomes",
-    "OptionsConflictError": "abo.exceptions",
-    "OptimizeResult": "abo.loop",
-    "Report": "abo.trial",
-    "SearchSpaceError": "abo.exceptions",
-    "Space": "abo.space",
-    "StorageError": "abo.exceptions",
-    "Study": "abo.study",
-    "StudyNotFoundError": "abo.exceptions",
-    "SurrogateFitError": "abo.exceptions",
-    "StrategyError": "abo.exceptions",
-    "Trial": "abo.trial",
-    "TrialFailure": "abo.exceptions",
-    "TrialHandle": "abo.reporting",
-    "TrialNotFoundError": "abo.exceptions",
-    "TrialState": "abo.trial",
-    "TrialStateError": "abo.exceptions",
-    "UnknownStrategyError": "abo.exceptions",
-    "create_study": "abo.study",
-    "delete_study": "abo.study",
-    "load_study": "abo.study",
-    "strategies": "abo.registry",
+    "AboError": "abo.core.exceptions",
+    "AboWarning": "abo.core.exceptions",
+    "Categorical": "abo.core.space",
+    "Command": "abo.run.command",
+    "Constraint": "abo.core.outcomes",
+    "ConfigError": "abo.core.exceptions",
+    "DuplicatedStudyError": "abo.core.exceptions",
+    "FailureRateExceeded": "abo.core.exceptions",
+    "Float": "abo.core.space",
+    "Int": "abo.core.space",
+    "InvalidValueError": "abo.core.exceptions",
+    "Objective": "abo.core.outcomes",
+    "OptionsConflictError": "abo.core.exceptions",
+    "OptimizeResult": "abo.run.loop",
+    "Report": "abo.core.trial",
+    "SearchSpaceError": "abo.core.exceptions",
+    "Space": "abo.core.space",
+    "StorageError": "abo.core.exceptions",
+    "Study": "abo.study.study",
+    "StudyNotFoundError": "abo.core.exceptions",
+    "SurrogateFitError": "abo.core.exceptions",
+    "StrategyError": "abo.core.exceptions",
+    "Trial": "abo.core.trial",
+    "TrialFailure": "abo.core.exceptions",
+    "TrialHandle": "abo.run.reporting",
+    "TrialNotFoundError": "abo.core.exceptions",
+    "TrialState": "abo.core.trial",
+    "TrialStateError": "abo.core.exceptions",
+    "UnknownStrategyError": "abo.core.exceptions",
+    "create_study": "abo.study.study",
+    "delete_study": "abo.study.study",
+    "load_study": "abo.study.study",
+    "strategies": "abo.acquisitions.registry",
 }
 
 __all__ = [
@@ -93,8 +93,8 @@ __all__ = [
 ]
 
 if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; __getattr__ imports at run time
-    from abo.command import Command
-    from abo.exceptions import (
+    from abo.acquisitions.registry import strategies
+    from abo.core.exceptions import (
         AboError,
         AboWarning,
         ConfigError,
@@ -111,13 +111,13 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; __getattr__ import
         TrialStateError,
         UnknownStrategyError,
     )
-    from abo.loop import OptimizeResult
-    from abo.outcomes import Constraint, Objective
-    from abo.registry import strategies
-    from abo.reporting import TrialHandle
-    from abo.space import Categorical, Float, Int, Space
-    from abo.study import Study, create_study, delete_study, load_study
-    from abo.trial import Report, Trial, TrialState
+    from abo.core.outcomes import Constraint, Objective
+    from abo.core.space import Categorical, Float, Int, Space
+    from abo.core.trial import Report, Trial, TrialState
+    from abo.run.command import Command
+    from abo.run.loop import OptimizeResult
+    from abo.run.reporting import TrialHandle
+    from abo.study.study import Study, create_study, delete_study, load_study
 
 
 def __getattr__(name: str) -> object:

@@ -2,7 +2,7 @@
 (a script, not a test).
 
 The same full multi-start fit (``fit_gp(..., full=True)``) on the same 6-D data, with
-``abo.likelihood``'s loss and with BoTorch's closure over GPyTorch's marginal likelihood,
+``abo.model.likelihood``'s loss and with BoTorch's closure over GPyTorch's marginal likelihood,
 alternated in one process; the median of ``--reps`` fits each and their ratio per size.
 
     PYTHONPATH=. .venv/bin/python benchmarks/fit_speed.py [--sizes 20 100 250 500] [--reps 3]
@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 
-import abo.surrogate
-from abo.likelihood import loss
+import abo.model.surrogate
+from abo.model.likelihood import loss
 
 
 def _botorch_closure(mll: Any) -> None:
-    """What ``abo.surrogate`` falls back to: ``None`` keeps BoTorch's closure."""
+    """What ``abo.model.surrogate`` falls back to: ``None`` keeps BoTorch's closure."""
     return None
 
 
@@ -36,12 +36,12 @@ def measure(n: int, reps: int, seed: int = 0) -> dict[str, float]:
     try:
         for rep in range(reps):
             for mode, closure in (("botorch", _botorch_closure), ("direct", loss)):
-                abo.surrogate.direct_loss = closure  # type: ignore[assignment]
+                abo.model.surrogate.direct_loss = closure  # type: ignore[assignment]
                 t0 = time.perf_counter()
-                abo.surrogate.fit_gp(X, Y, full=True, seed=rep)
+                abo.model.surrogate.fit_gp(X, Y, full=True, seed=rep)
                 seconds[mode].append(time.perf_counter() - t0)
     finally:
-        abo.surrogate.direct_loss = loss
+        abo.model.surrogate.direct_loss = loss
     botorch, direct = (statistics.median(seconds[k]) for k in ("botorch", "direct"))
     return {"n": n, "botorch": botorch, "direct": direct, "ratio": direct / botorch}
 

@@ -157,7 +157,7 @@ def inference_regret(problem: AnyProblem, X: list[np.ndarray], Y: list[float]) -
     """
     import torch
 
-    from abo.surrogate import fit_gp
+    from abo.model.surrogate import fit_gp
 
     Xt = torch.tensor(np.array(X), dtype=torch.double)
     U = -torch.tensor(Y, dtype=torch.double).reshape(-1, 1)  # utilities: larger is better
@@ -285,7 +285,7 @@ class _MOLoop(_Loop):
         in every objective (only those count toward the hypervolume)."""
         import torch
 
-        from abo.pareto import pareto_mask
+        from abo.core.pareto import pareto_mask
 
         Y = np.array(self._values)
         front = Y[pareto_mask(-torch.as_tensor(Y)).numpy()]

@@ -234,7 +234,7 @@ def main(args: argparse.Namespace) -> int:
     strategies = args.strategies or list(abo.strategies(objectives=1))
     for name in strategies:
         if name not in (DEFAULT, OPTUNA, CONSTRAINED):
-            abo.registry.check_strategy(name)
+            abo.acquisitions.registry.check_strategy(name)
     options: dict[str, Any] = {}
     if args.refit != "default":
         options = {"refit": args.refit, "max_staleness": args.max_staleness}

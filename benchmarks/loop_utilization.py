@@ -95,7 +95,7 @@ def late_window(trials: Sequence[Any]) -> tuple[float, float]:
 
 
 def _warm_up() -> None:
-    import abo.loop  # noqa: F401 - the evaluation wrapper unpickles into abo (and torch)
+    import abo.run.loop  # noqa: F401 - the evaluation wrapper unpickles into abo (and torch)
 
 
 def measure(

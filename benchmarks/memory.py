@@ -1,13 +1,14 @@
 """Peak resident memory of the abo HTTP service holding one large study, and its ask seconds.
 
-A real ``python -m abo.cli serve`` runs in a subprocess on a fresh SQLite file. Its resident set
+A real ``python -m abo.cli.main serve`` runs in a subprocess on a fresh SQLite file. Its resident
+set
 (``VmRSS`` in ``/proc/<pid>/status``) is read after startup (baseline, no study yet), after
 ``--observations`` Ackley results on uniformly random points of the unit cube are added over HTTP
 with ``study.add``, and after the asks; the peak is the kernel's high-water mark (``VmHWM``), so a
 transient spike during a fit is counted even though no sample landed on it. The asks keep 8
 trials running: 8 are asked first (untimed: the first fit happens there), then each cycle tells
 the oldest running trial and asks one more, and that ask is timed. The service proposes in its own
-process; a background refit fits in a child process (``abo.fitproc``, started by the first
+process; a background refit fits in a child process (``abo.model.fitproc``, started by the first
 background refit), whose peak is reported beside the server's (0 when none ran).
 
     python -m benchmarks memory --observations 5000 --dim 10 --asks 20
@@ -97,7 +98,14 @@ def start_server(folder: Path, timeout: float = 90.0) -> tuple[subprocess.Popen[
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if k != "ABO_TOKEN"}
-    cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage", f"sqlite:///{folder / 'abo.db'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "abo.cli.main",
+        "serve",
+        "--storage",
+        f"sqlite:///{folder / 'abo.db'}",
+    ]
     cmd += ["--port", str(port), "--log-level", "warning"]
     log = folder / "server.log"
     with log.open("ab") as out:

@@ -98,8 +98,8 @@ class MethodSpec:
 
 def accepted_options(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
     """The subset of ``options`` that ``strategy`` takes (``random`` takes none, for one)."""
-    from abo.exceptions import AboError
-    from abo.registry import make_strategy
+    from abo.acquisitions.registry import make_strategy
+    from abo.core.exceptions import AboError
 
     kept = {}
     for key, value in options.items():

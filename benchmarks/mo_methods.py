@@ -6,7 +6,7 @@ point instead of one number.
 
 * ``AboMOMethod``: an in-memory abo study with outcomes ``f1 .. fm`` (all ``"minimize"``),
   ``noise="deterministic"``, asked with ``study.ask(n_workers=k)`` (or ``ask_batch``). The
-  study's own reference point is used (the rule of ``abo.pareto``: beyond the worst values of
+  study's own reference point is used (the rule of ``abo.core.pareto``: beyond the worst values of
   the initial design), as a user would get it; the problem's reference point is only for
   scoring. ``declare_reference=True`` (the ``auto+ref`` method) declares the problem's
   reference point instead, as a user who knows it would (``reference_point=``).

@@ -18,7 +18,7 @@ known (or best-known) Pareto front, BoTorch's ``max_hv``:
   then clipped at 0 and its raw ``hypervolume`` is kept in the run record).
 
 The metric is the hypervolume gap ``max_hv - HV(observed front)``, computed by abo's
-``abo.pareto.hypervolume`` (BoTorch's ``DominatedPartitioning``) on the negated values
+``abo.core.pareto.hypervolume`` (BoTorch's ``DominatedPartitioning``) on the negated values
 (utilities: larger is better) against the negated reference point.
 
 Example:
@@ -64,7 +64,7 @@ def hypervolume(Y: np.ndarray, ref_point: np.ndarray) -> float:
 
     Values not better than ``ref_point`` in every objective add nothing (BoTorch's convention).
     """
-    from abo.pareto import hypervolume as utility_hypervolume
+    from abo.core.pareto import hypervolume as utility_hypervolume
 
     U = -torch.as_tensor(np.atleast_2d(Y), dtype=torch.double)
     return utility_hypervolume(U, -torch.as_tensor(ref_point, dtype=torch.double))

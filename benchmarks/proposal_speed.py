@@ -25,8 +25,8 @@ import torch
 from botorch.test_functions import Hartmann
 
 from abo.acquisitions.base import ProposalContext
-from abo.registry import make_strategy, strategies
-from abo.surrogate import fit_gp
+from abo.acquisitions.registry import make_strategy, strategies
+from abo.model.surrogate import fit_gp
 
 STRATEGIES = ["playbook", "lp", "thompson", "aegis", "aegis-rs", "believer", "ucb", "qlognei"]
 N_BUSY = 8

@@ -37,7 +37,7 @@ from gpytorch.mlls import VariationalELBO
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from abo.surrogate import condition, export_hypers, fit_gp, subset
+from abo.model.surrogate import condition, export_hypers, fit_gp, subset
 
 DIM = 6
 PROBLEM = Hartmann(dim=DIM)

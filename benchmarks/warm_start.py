@@ -21,7 +21,8 @@ Methods (``WARM_METHODS``), each abo's default strategy, 4 simulated asynchronou
 half-normal durations of mean 1 (``benchmarks/fidelity.py``'s loop without fidelities):
 
 * ``cold``: a new study, nothing known;
-* ``warm``: ``warm_start_from=[source]`` (``abo.warm_start``: the sources' GP as the prior mean,
+* ``warm``: ``warm_start_from=[source]`` (``abo.spec.warm_start``: the sources' GP as the prior
+mean,
   their best points first);
 * ``pooled``: a new study with every old result added as a done trial (``study.add``): the old
   values count as observations of the new objective.

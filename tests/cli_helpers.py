@@ -12,7 +12,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from abo.cli import app
+from abo.cli.main import app
 
 
 def abo_here(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

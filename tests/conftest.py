@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-# One intra-op thread for the tests' own torch work, as abo uses for its own (abo.threads): the
+# One intra-op thread for the tests' own torch work, as abo uses for its own (abo.model.threads):
+# the
 # tests' GPs are small, and two threads on a 2-core machine running Dask workers are slower.
 torch.set_num_threads(1)
 

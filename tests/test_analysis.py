@@ -1,4 +1,4 @@
-"""Understanding a study (``abo.analysis``): importance, leave-one-out cross-validation and the
+"""Understanding a study (``abo.analysis.gp``): importance, leave-one-out cross-validation and the
 contour of the posterior mean, from Python and the command line."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from cli_helpers import abo_here
 
 import abo
-from abo import analysis
+from abo.analysis import gp as analysis
 
 SPACE = abo.Space(
     {
@@ -106,7 +106,7 @@ def test_the_commands_draw_every_analysis_and_print_the_importance(tmp_path: Pat
     _study(storage=f"sqlite:///{tmp_path / 'abo.db'}")
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "abo.cli", *args], cwd=tmp_path,
+        return subprocess.run([sys.executable, "-m", "abo.cli.main", *args], cwd=tmp_path,
                               capture_output=True, text=True, timeout=180)  # fmt: skip
 
     # the plots in this process (abo_here); the importance listing goes through the entry point
@@ -162,7 +162,7 @@ def test_a_contour_holds_the_others_where_both_of_its_parameters_are_active() ->
 def test_the_contour_lists_only_the_parameters_it_accepts(tmp_path: Path) -> None:
     """Before, ``--params`` was told to pick among every parameter, categoricals included,
     which it then refused."""
-    from abo.analysis_plots import draw
+    from abo.analysis.gp_plots import draw
 
     study = _conditional(n=6)
     png = tmp_path / "c.png"
@@ -223,7 +223,7 @@ def test_abo_importance_says_what_it_is_doing_on_a_terminal(tmp_path: Path) -> N
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        proc = subprocess.run([sys.executable, "-m", "abo.cli", "importance", "an",
+        proc = subprocess.run([sys.executable, "-m", "abo.cli.main", "importance", "an",
                                "--format", "csv"], cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=slave, text=True, timeout=180)  # fmt: skip
     finally:

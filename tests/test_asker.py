@@ -1,9 +1,9 @@
-"""What the asker asks for and when (``abo.asker.AskPlan``), without its thread or a study."""
+"""What the asker asks for and when (``abo.run.asker.AskPlan``), without its thread or a study."""
 
 from __future__ import annotations
 
-from abo.asker import AskPlan, auto_lookahead
-from abo.trial import ProposalRecord, Trial, TrialState
+from abo.core.trial import ProposalRecord, Trial, TrialState
+from abo.run.asker import AskPlan, auto_lookahead
 
 
 def _trials(n: int, strategy: str) -> list[Trial]:

@@ -10,8 +10,8 @@ import pytest
 
 import abo
 from abo import AboError, TrialState
-from abo.budget import counts, finished, trials_to_add
 from abo.executors import ThreadExecutor
+from abo.run.budget import counts, finished, trials_to_add
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0)})
 

@@ -16,11 +16,11 @@ import pytest
 from cli_helpers import abo_here
 
 import abo
-from abo.config import load_spec
-from abo.trial import TrialState
+from abo.cli.config import load_spec
+from abo.core.trial import TrialState
 
 ROOT = Path(__file__).resolve().parents[1]
-ABO = [sys.executable, "-m", "abo.cli"]
+ABO = [sys.executable, "-m", "abo.cli.main"]
 pytestmark = pytest.mark.slow
 
 
@@ -273,7 +273,7 @@ def test_the_live_panel_of_several_objectives_counts_the_front_so_far() -> None:
     on the front so far: the same count as ``best_trials`` after every result, ties kept."""
     from rich.console import Console
 
-    from abo.cli import Progress
+    from abo.cli.main import Progress
 
     study = abo.create_study(
         abo.Space({"x": abo.Float(0, 1)}), outcomes={"loss": "minimize", "gain": "maximize"},

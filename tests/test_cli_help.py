@@ -8,7 +8,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from abo.cli import app, reflow
+from abo.cli.main import app, reflow
 
 COMMANDS = [i.name or i.callback.__name__ for i in app.registered_commands if i.callback]
 WIDTH = 80

@@ -1,6 +1,6 @@
 """The commands that do not model start without torch, BoTorch, Dask, FastAPI or matplotlib.
 
-Structural, not timed: each command runs in a fresh interpreter through ``abo.cli.main``, and
+Structural, not timed: each command runs in a fresh interpreter through ``abo.cli.main.main``, and
 the modules it loaded are read back from ``sys.modules`` when it exits.
 """
 
@@ -23,7 +23,7 @@ heavy = {heavy!r}
 atexit.register(lambda: print("LOADED " + json.dumps(sorted(m for m in heavy if m in sys.modules)),
                               file=sys.stderr))
 sys.argv = ["abo", *{args!r}]
-from abo.cli import main
+from abo.cli.main import main
 main()
 """
 
@@ -42,19 +42,19 @@ def _abo(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], list[
 
 @pytest.fixture(scope="module")
 def space_loads_torch() -> bool:
-    """Whether ``abo.space`` itself still imports torch (it is being made lazy)."""
-    code = "import sys, abo.space; print('torch' in sys.modules)"
+    """Whether ``abo.core.space`` itself still imports torch (it is being made lazy)."""
+    code = "import sys, abo.core.space; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip() == "True"
 
 
 def _assert_loaded(loaded: list[str], expected: list[str], space_loads_torch: bool) -> None:
-    """``loaded == expected``; torch alone is tolerated (as an xfail) while ``abo.space``
+    """``loaded == expected``; torch alone is tolerated (as an xfail) while ``abo.core.space``
     imports it, so this test tightens by itself when that lands."""
     if space_loads_torch and "torch" in loaded:
         assert [m for m in loaded if m != "torch"] == expected
-        pytest.xfail("abo.space imports torch at module level; nothing else heavy was loaded")
+        pytest.xfail("abo.core.space imports torch at module level; nothing else heavy was loaded")
     assert loaded == expected
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from abo.command import Command
-from abo.exceptions import AboError, TrialFailure
+from abo.core.exceptions import AboError, TrialFailure
+from abo.run.command import Command
 
 PY = sys.executable
 
@@ -297,8 +297,8 @@ def test_an_earlier_runs_files_in_the_trial_folder_are_replaced(tmp_path: Path) 
 
 def test_a_planted_link_fails_only_its_trial_in_optimize(tmp_path: Path) -> None:
     import abo
+    from abo.core.trial import TrialState
     from abo.executors import ThreadExecutor
-    from abo.trial import TrialState
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import abo
-from abo.exceptions import SearchSpaceError
-from abo.registry import REGISTRY
-from abo.space import INACTIVE, Categorical, Float, Int, Space
+from abo.acquisitions.registry import REGISTRY
+from abo.core.exceptions import SearchSpaceError
+from abo.core.space import INACTIVE, Categorical, Float, Int, Space
 
 SPACE = Space(
     {
@@ -143,7 +143,7 @@ def test_a_study_file_and_the_tables_that_read_it(tmp_path: Path) -> None:
         'beta2 = {type = "float", low = 0.9, high = 0.9999, when = {optimizer = "adam"}}\n\n'
         '[objective]\nfunction = "objective:f"\n\n[executor]\nkind = "threads"\nn_workers = 2\n'
     )
-    out = subprocess.run([sys.executable, "-m", "abo.cli", "run", "study.toml"], cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-m", "abo.cli.main", "run", "study.toml"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr
     study = abo.load_study("cond", storage=f"sqlite:///{tmp_path / 'c.db'}")
@@ -153,7 +153,7 @@ def test_a_study_file_and_the_tables_that_read_it(tmp_path: Path) -> None:
     sgd = frame[frame["params_optimizer"] == "sgd"]
     assert sgd["params_beta2"].isna().all() and sgd["params_momentum"].notna().all()
     png = tmp_path / "p.png"
-    from abo import plots
+    from abo.analysis import plots
 
     plots.parallel(study.trials, study.spec.space.to_json(), "minimize", png)
     assert png.read_bytes()[:4] == b"\x89PNG"

@@ -1,4 +1,5 @@
-"""Study files: every study option of ``abo.spec`` is a ``[study]`` key, outcomes included."""
+"""Study files: every study option of ``abo.spec.study_spec`` is a ``[study]`` key, outcomes
+included."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 from cli_helpers import abo_here
 
 import abo
-from abo.config import build_objective, load_spec, open_study
-from abo.exceptions import ConfigError
-from abo.spec import CREATE_OPTIONS
+from abo.cli.config import build_objective, load_spec, open_study
+from abo.core.exceptions import ConfigError
+from abo.spec.study_spec import CREATE_OPTIONS
 
 FILE = """
 [study]
@@ -48,7 +49,7 @@ def two(p):
 def run_file(path: Path, *args: str) -> None:
     """``abo run FILE --quiet ARGS`` in the file's folder, which must succeed."""
     out = subprocess.run(
-        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet", *args],
+        [sys.executable, "-m", "abo.cli.main", "run", str(path), "--quiet", *args],
         cwd=path.parent,
         capture_output=True,
         text=True,
@@ -58,7 +59,8 @@ def run_file(path: Path, *args: str) -> None:
 
 
 def test_every_study_option_is_a_study_file_key(tmp_path: Path) -> None:
-    """The keys a file may have come from ``abo.spec`` (a new option needs no edit here)."""
+    """The keys a file may have come from ``abo.spec.study_spec`` (a new option needs no edit
+    here)."""
     path = tmp_path / "options.toml"
     path.write_text(FILE.format(extra='refit = "background"\nmax_staleness = 9\nnoise = "auto"'))
     assert load_spec(path).study["max_staleness"] == 9
@@ -129,7 +131,7 @@ def test_a_study_file_with_a_fidelity_runs_it_and_counts_target_results_only(
     assert study.best is not None and study.best.params["mesh"] == 32
     assert all(t.info["eval_seconds"] > 0 for t in trials if t.state is abo.TrialState.DONE)
     for args in (["best", str(path), "--format", "json"], ["plot", str(path), "--kind", "cost"]):
-        out = subprocess.run([sys.executable, "-m", "abo.cli", *args], cwd=tmp_path,
+        out = subprocess.run([sys.executable, "-m", "abo.cli.main", *args], cwd=tmp_path,
                              capture_output=True, text=True, timeout=120)  # fmt: skip
         assert out.returncode == 0, out.stderr
         if args[0] == "best":
@@ -139,7 +141,7 @@ def test_a_study_file_with_a_fidelity_runs_it_and_counts_target_results_only(
 
 @pytest.fixture()
 def handlers() -> Iterator[None]:
-    """``abo run`` in this process defers SIGINT/SIGTERM (``abo.signals``): restore them."""
+    """``abo run`` in this process defers SIGINT/SIGTERM (``abo.run.signals``): restore them."""
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     yield
     for s, handler in saved.items():

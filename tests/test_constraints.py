@@ -10,8 +10,8 @@ import pytest
 
 import abo
 from abo import AboError
-from abo.exceptions import InvalidValueError
-from abo.outcomes import Constraint, Objective, feasible, parse_outcomes
+from abo.core.exceptions import InvalidValueError
+from abo.core.outcomes import Constraint, Objective, feasible, parse_outcomes
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
 OUTCOMES = {"f": "minimize", "g": "<= 0"}
@@ -70,7 +70,7 @@ def test_bad_constraints_name_the_field(outcomes: dict, field: str) -> None:
 
 
 def test_every_built_in_strategy_takes_constraints_and_others_are_refused_by_name() -> None:
-    from abo import registry
+    from abo.acquisitions import registry
     from abo.acquisitions.base import register_strategy
 
     several = {"f": "minimize", "h": "minimize", "g": "<= 0"}

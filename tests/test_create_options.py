@@ -11,7 +11,7 @@ import pytest
 
 import abo
 from abo import AboError, Float, OptionsConflictError, SearchSpaceError, Space
-from abo.options_check import differences
+from abo.spec.options_check import differences
 
 SPACE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
 STORED = {

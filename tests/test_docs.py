@@ -18,9 +18,9 @@ from doc_blocks import MARKERS, SERVICE_URL, Block, blocks, python_blocks
 from service.conftest import Server
 
 import abo
-from abo import config
+from abo.cli import config
+from abo.core.trial import TrialState
 from abo.storage import open_storage
-from abo.trial import TrialState
 
 ROOT = Path(__file__).resolve().parent.parent
 # built from parts so that this file does not match itself; the absolute forms are this
@@ -135,7 +135,7 @@ def test_python_block_runs_twice_as_a_plain_file(block: Block, tmp_path: Path) -
 
 # -- docs/study-file.md: the reference of abo run's TOML file ---------------------------------
 STUDY_FILE = ROOT / "docs" / "study-file.md"
-# what abo.config.load_spec reads (any other key is an error there)
+# what abo.cli.config.load_spec reads (any other key is an error there)
 OBJECTIVE_KEYS = set(config.OBJECTIVE_KEYS)
 EXECUTOR_KEYS = {key for keys in config.EXECUTOR_KEYS.values() for key in keys}
 MINIMAL = {
@@ -157,10 +157,10 @@ def _keys_in_tables(section: str) -> set[str]:
 
 
 def test_the_study_file_reference_lists_every_key_abo_reads() -> None:
-    from abo.config import EXECUTOR_KINDS, RUN_KEYS
-    from abo.space import _KEYS
-    from abo.spec import CREATE_OPTIONS
-    from abo.stopping import RULES
+    from abo.cli.config import EXECUTOR_KINDS, RUN_KEYS
+    from abo.core.space import _KEYS
+    from abo.core.stopping import RULES
+    from abo.spec.study_spec import CREATE_OPTIONS
 
     study = _section("## `[study]`").split("\n### ", 1)[0]
     assert _keys_in_tables(study) == {*RUN_KEYS, *CREATE_OPTIONS}
@@ -212,7 +212,7 @@ def test_each_toml_block_of_the_reference_is_a_valid_study_file(
 ) -> None:
     """Each TOML block (a complete file, or a table completed by a minimal file) loads as
     ``abo run`` loads it, and its study options make a study."""
-    from abo.config import RUN_KEYS, build_objective, load_spec
+    from abo.cli.config import RUN_KEYS, build_objective, load_spec
 
     data = _merged(MINIMAL, tomllib.loads(block.code))
     path = tmp_path / "study.toml"

@@ -7,10 +7,10 @@ import torch
 
 import abo
 from abo.acquisitions.feasibility import log_success
-from abo.failures import success_targets
-from abo.proposer import Proposer
-from abo.spec import StudySpec
-from abo.surrogate import fit_gp
+from abo.model.failures import success_targets
+from abo.model.surrogate import fit_gp
+from abo.propose.proposer import Proposer
+from abo.spec.study_spec import StudySpec
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
 

@@ -1,4 +1,4 @@
-"""A study's fidelity (``abo.fidelity``): how it is declared and checked, what counts as a
+"""A study's fidelity (``abo.core.fidelity``): how it is declared and checked, what counts as a
 result, what the cost of a fidelity is, and which reports the model reads."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 import abo
 from abo import AboError
-from abo.fidelity import RUNGS, Fidelity, report_rows
-from abo.trial import Report, Trial, TrialState
+from abo.core.fidelity import RUNGS, Fidelity, report_rows
+from abo.core.trial import Report, Trial, TrialState
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "epochs": abo.Int(1, 81, log=True)})
 CELLS = abo.Space({"x": abo.Float(0.0, 1.0), "cell": abo.Categorical(["coin", "pouch"])})
@@ -88,8 +88,8 @@ def test_the_fidelity_is_stored_and_a_missing_one_means_the_target(tmp_path: Pat
     assert again.ask().params == {"x": 0.25, "epochs": 81}
     assert again.best is not None and again.best.params == {"x": 0.5, "epochs": 81}
     assert [t.params["epochs"] for t in again.best_trials] == [81]
+    from abo.analysis.summary import study_summary
     from abo.storage import open_storage
-    from abo.summary import study_summary
 
     store = open_storage(url)
     listed = study_summary(store, store.load_study("f"))  # what `abo studies` and HTTP list

@@ -8,9 +8,9 @@ import signal
 import pytest
 import torch
 
-from abo.exceptions import SurrogateFitError
-from abo.fitproc import CHILD_NICENESS, FitProcess
-from abo.surrogate import export_hypers, fit_gp
+from abo.core.exceptions import SurrogateFitError
+from abo.model.fitproc import CHILD_NICENESS, FitProcess
+from abo.model.surrogate import export_hypers, fit_gp
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,7 @@ def test_a_child_whose_parent_left_mid_fit_exits_quietly() -> None:
     request = {"X": X, "Y": Y, "noise": "auto", "hypers": None, "full": True, "seed": 0,
                "threads": 1}  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from abo.fitproc import main; main()"],
+        [sys.executable, "-c", "from abo.model.fitproc import main; main()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None

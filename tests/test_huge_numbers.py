@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import abo
-from abo.config import build_objective, load_spec
-from abo.exceptions import AboError, ConfigError, InvalidValueError, StudyNotFoundError
+from abo.cli.config import build_objective, load_spec
+from abo.core.exceptions import AboError, ConfigError, InvalidValueError, StudyNotFoundError
 from abo.executors import ThreadExecutor
 
 HUGE = [10**400, 2**1024, -(2**1024), 10**5000]  # the last is beyond int-to-text's limit
@@ -333,7 +333,7 @@ def test_the_study_file_without_a_bad_number_loads(tmp_path: Path) -> None:
 def test_abo_run_of_a_file_with_inf_is_one_line_naming_the_key(tmp_path: Path, line: str) -> None:
     path = _file(tmp_path, "study", line)
     out = subprocess.run(
-        [sys.executable, "-m", "abo.cli", "run", str(path), "--quiet"],
+        [sys.executable, "-m", "abo.cli.main", "run", str(path), "--quiet"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

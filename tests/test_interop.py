@@ -107,7 +107,7 @@ def test_the_commands_export_and_import_and_say_what_they_did(tmp_path: Path) ->
     optuna_url = f"sqlite:///{tmp_path / 'optuna.db'}"
 
     def abo_cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "abo.cli", *args], cwd=tmp_path,
+        return subprocess.run([sys.executable, "-m", "abo.cli.main", *args], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)  # fmt: skip
 
     out = abo_cli("export", "cli", "--optuna-storage", optuna_url)

@@ -11,9 +11,9 @@ from botorch.optim.utils import get_parameters
 from gpytorch import settings
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-import abo.surrogate
-from abo.likelihood import loss
-from abo.surrogate import _build, fit_gp
+import abo.model.surrogate
+from abo.model.likelihood import loss
+from abo.model.surrogate import _build, fit_gp
 
 
 def _data(n: int = 25, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,10 +92,10 @@ def test_a_fit_lands_where_botorchs_closure_lands(
         used.append(forward is not None)
         return forward
 
-    monkeypatch.setattr(abo.surrogate, "direct_loss", spy)
+    monkeypatch.setattr(abo.model.surrogate, "direct_loss", spy)
     direct = fit_gp(X, Y, noise=noise, full=True, seed=1).model
     assert len(used) >= 3 and all(used)  # a full fit: two probes, then the winner continued
-    monkeypatch.setattr(abo.surrogate, "direct_loss", lambda mll: None)  # BoTorch's own
+    monkeypatch.setattr(abo.model.surrogate, "direct_loss", lambda mll: None)  # BoTorch's own
     reference = fit_gp(X, Y, noise=noise, full=True, seed=1).model
     for (name, a), (_, b) in zip(
         reference.named_parameters(), direct.named_parameters(), strict=True

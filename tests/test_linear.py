@@ -9,7 +9,7 @@ import pytest
 
 import abo
 from abo import AboError
-from abo.linear import parse_linear
+from abo.core.linear import parse_linear
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0), "k": abo.Int(0, 4)})
 RULES = ["x + y <= 1", "x - 0.1*k >= 0"]

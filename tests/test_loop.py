@@ -10,10 +10,10 @@ from collections.abc import Callable
 import pytest
 
 import abo
-from abo.exceptions import FailureRateExceeded
+from abo.core.exceptions import FailureRateExceeded
+from abo.core.trial import TrialState
 from abo.executors import ThreadExecutor
-from abo.loop import FailureGuard, auto_lookahead, run
-from abo.trial import TrialState
+from abo.run.loop import FailureGuard, auto_lookahead, run
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "k": abo.Categorical(["a", "b"])})
 

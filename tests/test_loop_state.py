@@ -1,10 +1,11 @@
-"""The loop's decisions (``abo.loop_state``) driven by hand: no Dask, threads, clocks or sleeps."""
+"""The loop's decisions (``abo.run.loop_state``) driven by hand: no Dask, threads, clocks or
+sleeps."""
 
 from __future__ import annotations
 
-from abo.loop_state import LoopState, Move
-from abo.optimize_result import FailureGuard
-from abo.trial import ProposalRecord, Trial, TrialState
+from abo.core.trial import ProposalRecord, Trial, TrialState
+from abo.run.loop_state import LoopState, Move
+from abo.run.optimize_result import FailureGuard
 
 
 def _trial(i: int, strategy: str = "sobol", attempt: int = 0) -> Trial:

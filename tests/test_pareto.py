@@ -1,4 +1,4 @@
-"""The Pareto front, the default reference point and the hypervolume (``abo.pareto``)."""
+"""The Pareto front, the default reference point and the hypervolume (``abo.core.pareto``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import itertools
 import pytest
 import torch
 
-from abo.exceptions import AboError
-from abo.pareto import REF_MARGIN, hypervolume, pareto_mask, reference_point
+from abo.core.exceptions import AboError
+from abo.core.pareto import REF_MARGIN, hypervolume, pareto_mask, reference_point
 
 
 def _dominated(U: torch.Tensor, i: int) -> bool:

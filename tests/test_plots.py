@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import abo
-import abo.space
-from abo import plots
-from abo.trial import Trial, TrialState
+import abo.core.space
+from abo.analysis import plots
+from abo.core.trial import Trial, TrialState
 
 SPACE = abo.Space(
     {
@@ -86,7 +86,7 @@ def test_convergence_with_a_constraint_counts_feasible_trials_and_marks_the_othe
 ) -> None:
     from dataclasses import replace
 
-    from abo.outcomes import Constraint
+    from abo.core.outcomes import Constraint
 
     limit = (Constraint("mem", "<=", 10.0),)
     mem = {1: 20.0, 2: 5.0, 3: 50.0, 4: 1.0, 5: 8.0}  # trials 1 and 3 break it
@@ -135,7 +135,7 @@ def test_parallel_has_a_colour_bar_of_the_value_and_its_direction(direction: str
 
 
 def _stress_space() -> abo.Space:
-    params: dict[str, abo.space.Parameter] = {
+    params: dict[str, abo.core.space.Parameter] = {
         f"warmup_steps_{i}": abo.Float(-1.23456e-05 * (i + 1), 9.87654e04 * (i + 1))
         for i in range(5)
     }
@@ -187,7 +187,7 @@ def _scored(i: int, loss: float, cost: float) -> Trial:
 
 
 def test_pareto_rings_exactly_the_front_in_every_pair_of_objectives(tmp_path: Path) -> None:
-    from abo.outcomes import Objective
+    from abo.core.outcomes import Objective
 
     two = [Objective("loss", "minimize"), Objective("cost", "maximize")]
     trials = [
@@ -254,7 +254,7 @@ def test_names_with_dollar_signs_and_markup_are_drawn_as_written(tmp_path: Path)
     settings are left as they were."""
     import matplotlib
 
-    from abo import analysis_plots
+    from abo.analysis import gp_plots as analysis_plots
 
     odd, tag = "$\\nocmd{$", "<b>x</b>"
     space = abo.Space(

@@ -85,7 +85,7 @@ def test_the_panel_fits_80_columns_line_by_line() -> None:
 
     from rich.console import Console
 
-    from abo.progress import Progress
+    from abo.run.progress import Progress
 
     progress = Progress(total=1000, direction="minimize", workers=32)
     progress.done, progress.failed, progress.stopped, progress.lost = 900, 50, 50, 3

@@ -84,7 +84,7 @@ def test_every_error_is_an_abo_error(name: str) -> None:
 
 
 def test_every_exception_class_in_the_package_is_covered() -> None:
-    import abo.exceptions as exc
+    import abo.core.exceptions as exc
 
     found = {
         n
@@ -128,22 +128,22 @@ def test_import_abo_is_lazy_and_dir_lists_every_public_name() -> None:
 
     code = (
         "import sys, abo\n"
-        "heavy = ['torch', 'botorch', 'gpytorch', 'distributed', 'sqlalchemy', 'abo.study']\n"
+        "heavy = ['torch', 'botorch', 'gpytorch', 'distributed', 'sqlalchemy', 'abo.study.study']\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
         "print(sorted(set(abo.__all__) - set(dir(abo))))\n"
         "from abo import strategies, Study\n"
-        "print(callable(strategies), Study.__module__, 'abo.study' in sys.modules)\n"
+        "print(callable(strategies), Study.__module__, 'abo.study.study' in sys.modules)\n"
         "print(abo.storage.open_storage.__module__)\n"  # submodules still load on first use
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["[]", "[]", "True abo.study True", "abo.storage"]
+    assert out.stdout.splitlines() == ["[]", "[]", "True abo.study.study True", "abo.storage"]
 
 
 def test_a_submodule_import_does_not_hide_a_public_name() -> None:
-    import abo.registry  # noqa: F401 - the submodule import sets abo.registry, not abo.strategies
+    import abo.acquisitions.registry  # noqa: F401 - the submodule import sets abo.acquisitions.registry, not abo.strategies
 
-    assert callable(abo.strategies) and abo.strategies is abo.registry.strategies
+    assert callable(abo.strategies) and abo.strategies is abo.acquisitions.registry.strategies
     with pytest.raises(AttributeError, match="no_such_name"):
         _ = abo.no_such_name  # type: ignore[attr-defined]
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import abo
-import abo.refit as refit_module
-from abo.fitproc import FitProcess
-from abo.study import Study
+import abo.model.refit as refit_module
+from abo.model.fitproc import FitProcess
+from abo.study.study import Study
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
 
@@ -251,7 +251,7 @@ def test_background_models_of_one_refit_share_playbooks_lipschitz_cache() -> Non
 
 def test_every_entry_point_defaults_max_exact_to_the_surrogates_cap() -> None:
     from abo.service.schemas import StudyCreate
-    from abo.spec import StudySpec
+    from abo.spec.study_spec import StudySpec
 
     assert StudySpec(space=abo.Space({"x": abo.Float(0, 1)})).max_exact == refit_module.MAX_EXACT
     assert StudyCreate(name="s", space={}).max_exact == refit_module.MAX_EXACT

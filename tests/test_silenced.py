@@ -14,8 +14,8 @@ from sklearn.model_selection import cross_val_score
 
 import abo
 from abo.acquisitions.quiet import quiet
+from abo.core.quiet import silenced
 from abo.executors import ThreadExecutor
-from abo.quiet import silenced
 
 IRIS = load_iris()
 

@@ -14,11 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 import abo
-from abo.cli import app
-from abo.exceptions import FailureRateExceeded
+from abo.analysis.summary import proposal_source, source_counts, sources_line, study_summary
+from abo.cli.main import app
+from abo.core.exceptions import FailureRateExceeded
 from abo.executors import ThreadExecutor
-from abo.loop import FailureGuard
-from abo.summary import proposal_source, source_counts, sources_line, study_summary
+from abo.run.loop import FailureGuard
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
 

@@ -412,7 +412,7 @@ def test_importing_the_space_module_does_not_import_torch() -> None:
     # `abo studies` builds spaces from storage but never encodes: it must not pay for torch
     code = (
         "import sys\n"
-        "from abo.space import Float, Int, Space\n"
+        "from abo.core.space import Float, Int, Space\n"
         "space = Space.from_json({'x': {'type': 'float', 'low': 0, 'high': 1, 'step': 0.1},"
         " 'n': {'type': 'int', 'low': 0, 'high': 10}})\n"
         "space.validate({'x': 0.3, 'n': 2})\n"

@@ -1,4 +1,4 @@
-"""Stopping rules (``abo.stopping``) and ``Study.report``: what stops, what is refused, and
+"""Stopping rules (``abo.core.stopping``) and ``Study.report``: what stops, what is refused, and
 what a stopped trial is to the rest of the study."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 import abo
 from abo import AboError, InvalidValueError, TrialState, TrialStateError
-from abo.stopping import ASHA, MedianRule, make_rule, parse_stopping
-from abo.trial import Report
+from abo.core.stopping import ASHA, MedianRule, make_rule, parse_stopping
+from abo.core.trial import Report
 
 SPACE = {"x": abo.Float(0.0, 1.0)}
 

@@ -688,7 +688,7 @@ def test_proposals_use_abos_thread_count_and_leave_the_users(
     import torch
 
     from abo.acquisitions.base import Proposal
-    from abo.registry import register_strategy
+    from abo.acquisitions.registry import register_strategy
 
     seen: list[int] = []
 
@@ -722,7 +722,7 @@ def test_proposals_use_abos_thread_count_and_leave_the_users(
             s.ask()
     finally:
         torch.set_num_threads(users)
-        from abo import registry
+        from abo.acquisitions import registry
 
         registry.REGISTRY.pop("test-threads", None)
     assert seen == [1, 2]

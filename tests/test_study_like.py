@@ -1,7 +1,7 @@
-"""One contract suite over both kinds of ``abo.protocol.StudyLike``: a ``Study`` in this
+"""One contract suite over both kinds of ``abo.study.protocol.StudyLike``: a ``Study`` in this
 process on a SQLite file, and a ``RemoteStudy`` against a real ``abo serve`` on 127.0.0.1.
 
-Their shared methods live once (``abo.study_api``); these tests check that ask, tell, fail,
+Their shared methods live once (``abo.study.api``); these tests check that ask, tell, fail,
 report, add, enqueue, best, trials and len, and their errors, come out the same from both.
 """
 
@@ -16,8 +16,8 @@ import pytest
 from service.conftest import Server
 
 import abo
-from abo.protocol import StudyLike
 from abo.service import Client
+from abo.study.protocol import StudyLike
 
 SPACE = abo.Space({"x": abo.Float(-2.0, 2.0), "n": abo.Int(1, 8)})
 Make = Callable[[str], StudyLike]

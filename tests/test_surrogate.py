@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from abo import SurrogateFitError, surrogate
-from abo.surrogate import fit_gp, subset
+from abo import SurrogateFitError
+from abo.model import surrogate
+from abo.model.surrogate import fit_gp, subset
 
 
 def branin_like(X: torch.Tensor) -> torch.Tensor:

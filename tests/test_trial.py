@@ -7,7 +7,7 @@ import json
 import pytest
 
 from abo import Trial, TrialState, TrialStateError
-from abo.lifecycle import check_transition
+from abo.storage.lifecycle import check_transition
 
 
 @pytest.mark.parametrize("new", [TrialState.DONE, TrialState.FAILED, TrialState.LOST])

@@ -13,8 +13,8 @@ import pytest
 
 import abo
 from abo import Float, InvalidValueError, Space
+from abo.core.userdata import check_mapping, storable
 from abo.executors import ThreadExecutor
-from abo.userdata import check_mapping, storable
 
 SPACE = Space({"x": Float(0.0, 1.0)})
 BAD = [

@@ -1,4 +1,4 @@
-"""Warm start (``abo.warm_start``): sources snapshotted at creation, their best points first,
+"""Warm start (``abo.spec.warm_start``): sources snapshotted at creation, their best points first,
 their GP's mean as the new GP's prior mean with a learned weight, every interface."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 import torch
 
 import abo
-from abo.exceptions import AboError
-from abo.fitproc import FitProcess
+from abo.core.exceptions import AboError
+from abo.model.fitproc import FitProcess
+from abo.model.surrogate import fit_gp
+from abo.propose.warm_prior import WarmPrior
+from abo.spec.warm_start import WARM
 from abo.storage import open_storage
-from abo.surrogate import fit_gp
-from abo.warm_prior import WarmPrior
-from abo.warm_start import WARM
 
 SPACE = {"x1": abo.Float(-5.0, 10.0), "x2": abo.Float(0.0, 15.0)}
 
@@ -155,7 +155,7 @@ def test_bad_sources_are_clear_errors_and_create_nothing(tmp_path: Path) -> None
 
 
 def test_the_refit_process_fits_what_this_process_would() -> None:
-    """The prior travels to the refit child (``abo.fitproc``) by pickle; the fit there is the
+    """The prior travels to the refit child (``abo.model.fitproc``) by pickle; the fit there is the
     fit here."""
     old = source()
     study = abo.create_study(SPACE, seed=7, strategy="random", warm_start_from=[old])
@@ -192,7 +192,7 @@ def test_a_study_file_warm_starts_from_a_study_in_its_storage(tmp_path: Path) ->
         'x2 = {type = "float", low = 0, high = 15}\n\n'
         '[objective]\nfunction = "objective:f"\n\n[executor]\nkind = "threads"\nn_workers = 2\n'
     )
-    out = subprocess.run([sys.executable, "-m", "abo.cli", "run", "study.toml"], cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-m", "abo.cli.main", "run", "study.toml"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr
     study = abo.load_study("new", storage=url)

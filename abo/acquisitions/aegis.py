@@ -47,7 +47,7 @@ from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments, latent_
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import constrained_thompson_points, sobol_points, thompson_points
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 
 EPSILON_SCHEDULES = ("sqrtd", "inverse_d", "log")
 

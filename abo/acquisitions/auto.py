@@ -9,7 +9,7 @@ point is really the best, was significantly better (Hartmann-6 with noise). So e
 at the fitted GP: when its observation noise is small (``noise="deterministic"``, or a
 learned noise below ``EXACT_BELOW``) ``believer`` proposes, otherwise ``qlognei``.
 
-``EXACT_BELOW`` is half the mode of the noise prior (``abo.surrogate``): a learned noise
+``EXACT_BELOW`` is half the mode of the noise prior (``abo.model.surrogate``): a learned noise
 below it is one the data pushed down, not the prior's guess. With ``noise="auto"`` on
 deterministic Hartmann-6 the GP learned 2-3e-3 from 300-1,000 random points (believer),
 on Hartmann-6 with noise of sd 0.1 1-2e-2 (qlognei, which was significantly better there),
@@ -40,7 +40,7 @@ pathwise sample per objective, the point of largest sampled hypervolume improvem
 qLogNEHVI point took about 5 times a Thompson point (6-D, 2 objectives, 2 cores). Without a
 pace it is ``qlognehvi`` on every ask.
 
-A study with a fidelity (``abo.fidelity``) is proposed for by ``multifidelity`` at any pace:
+A study with a fidelity (``abo.core.fidelity``) is proposed for by ``multifidelity`` at any pace:
 it is the only member that chooses fidelities, and its points cost about a believer's.
 """
 
@@ -63,7 +63,7 @@ from abo.acquisitions.thompson import ThompsonStrategy
 
 EXACT_BELOW = 0.5 * math.exp(-4.0 - 1.0**2)
 """Learned noise variance (standardised scale) under which ``believer`` proposes: half the mode
-of the surrogate's LogNormal(-4, 1) noise prior (``abo.surrogate.NOISE_PRIOR_MODE``; a test
+of the surrogate's LogNormal(-4, 1) noise prior (``abo.model.surrogate.NOISE_PRIOR_MODE``; a test
 keeps the two in step, since importing the surrogate here would close an import cycle)."""
 
 SHARE = 0.75

@@ -2,7 +2,7 @@
 
 A strategy never sees storage, executors or parameter names. It is handed a frozen
 ``ProposalContext`` on every call — the fitted model, what has been observed, *all* running
-trials as busy points — and returns ``n`` points. ``abo.proposer`` rounds them onto valid
+trials as busy points — and returns ``n`` points. ``abo.propose.proposer`` rounds them onto valid
 parameters, drops duplicates and records each point's ``info`` (which strategy, which arm) in
 its trial's ``ProposalRecord``.
 """
@@ -18,7 +18,7 @@ import torch
 from botorch.models.model import Model
 from torch import Tensor
 
-from abo.pareto import reference_point
+from abo.core.pareto import reference_point
 
 if TYPE_CHECKING:
     from abo.acquisitions.feasibility import Feasibility
@@ -30,7 +30,7 @@ DUPLICATE_TOL = 1e-6
 @dataclass(frozen=True)
 class FidelityLevels:
     """The fidelities a strategy may evaluate a point at, in a study with a fidelity
-    (``abo.fidelity``): the fidelity parameter's columns of the unit cube, each level's
+    (``abo.core.fidelity``): the fidelity parameter's columns of the unit cube, each level's
     encoding there and its cost.
 
     Attributes:
@@ -84,7 +84,7 @@ class ProposalContext:
             asynchronously and says so (``optimize``'s automatic lookahead); ``None`` means no
             hurry, and a strategy must then propose the same points for the same data.
         ref_point: ``m`` utilities, the hypervolume's reference point of a study of several
-            objectives (``abo.pareto.reference_point``); ``None`` for one objective.
+            objectives (``abo.core.pareto.reference_point``); ``None`` for one objective.
         feasibility: the models of the study's outcome constraints and which rows of ``X``
             were feasible (``abo.acquisitions.feasibility``); ``None`` without constraints.
             Only strategies registered with ``constraints=`` get a context that has it.
@@ -138,7 +138,7 @@ class ProposalContext:
 
     def reference(self) -> Tensor:
         """The hypervolume's reference point in utilities: ``ref_point``, or when the caller
-        gave none the study's rule on ``Y`` (``abo.pareto.reference_point``)."""
+        gave none the study's rule on ``Y`` (``abo.core.pareto.reference_point``)."""
         ref = self.ref_point
         if ref is None:
             ref = reference_point(self.Y, self.n_initial or self.Y.shape[0])
@@ -208,7 +208,8 @@ class Registered:
 
 
 REGISTRY: dict[str, Registered] = {}
-"""Name -> strategy; ``abo.registry`` looks names up here (after loading the built-ins)."""
+"""Name -> strategy; ``abo.acquisitions.registry`` looks names up here (after loading the
+built-ins)."""
 
 
 CONSTRAINT_KINDS = ("none", "single", "any")

@@ -1,5 +1,5 @@
 """What a strategy knows about where evaluations are feasible: one GP per outcome constraint,
-and the classifier of where evaluations fail (``abo.failures``).
+and the classifier of where evaluations fail (``abo.model.failures``).
 
 A study's outcome constraints (``"stress <= 250"``) are modelled by one GP each, of the
 constraint's *slack* (``bound - value`` for ``<=``, ``value - bound`` for ``>=``: non-negative
@@ -74,7 +74,7 @@ def slack_moments(model: Model, X: Tensor, grad: bool = True) -> tuple[Tensor, T
 
 def log_success(model: Model, X: Tensor, grad: bool = True) -> Tensor:
     """``k``: log probability that an evaluation at each of ``k x d`` points succeeds, from
-    the classifier's latent log-odds GP (``abo.failures``) by the probit approximation of the
+    the classifier's latent log-odds GP (``abo.model.failures``) by the probit approximation of the
     logistic-normal integral."""
     mean, std = slack_moments(model, X, grad=grad)
     return torch.nn.functional.logsigmoid(mean / torch.sqrt(1.0 + math.pi * std.pow(2) / 8.0))

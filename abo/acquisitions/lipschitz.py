@@ -13,7 +13,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from abo.acquisitions.exact_posterior import PosteriorMoments, latent_mean, outcome_scale
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 
 LIPSCHITZ_FLOOR = 1e-7  # below this the model is flat: use LIPSCHITZ_FALLBACK instead
 LIPSCHITZ_FALLBACK = 10.0

@@ -51,7 +51,7 @@ from abo.acquisitions.optimize import (
 )
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 
 HLP_POWER = -5.0
 RADIUS_FLOOR = 1e-12

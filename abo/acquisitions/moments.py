@@ -25,13 +25,13 @@ from gpytorch.means import ConstantMean
 from gpytorch.models import ExactGP
 from torch import Tensor
 
-from abo.likelihood import SQRT5, unit_normalize
+from abo.model.likelihood import SQRT5, unit_normalize
 
 VAR_FLOOR = 1e-16  # the least variance whose square root is differentiated (as ``Believed``)
 
 
 def identity_transform(tf: object) -> bool:
-    """Whether an input transform is none or a unit ``Normalize`` (``abo.likelihood``'s
+    """Whether an input transform is none or a unit ``Normalize`` (``abo.model.likelihood``'s
     check): the identity on abo's inputs, which are already in the unit cube."""
     return tf is None or unit_normalize(tf)
 

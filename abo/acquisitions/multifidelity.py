@@ -5,7 +5,7 @@ The GP models the objective over the parameters *and* the fidelity (the fidelity
 the unit cube are inputs like any other, with their own lengthscale: how fast values change
 with the fidelity is learned, not assumed). Every observation is at its own fidelity: trials
 at the fidelity they ran at, and, for a numeric fidelity, the reports of training runs at the
-step they reached (``abo.fidelity``). Each point is then chosen in two steps:
+step they reached (``abo.core.fidelity``). Each point is then chosen in two steps:
 
 1. **Where**: the kriging believer's LogEI (``believer``) on the model's prediction *at the
    target fidelity*: busy points are believed at their own fidelities (a cheap evaluation

@@ -49,7 +49,7 @@ from abo.acquisitions.base import (
 from abo.acquisitions.feasibility import LIKELY, Feasibility
 from abo.acquisitions.optimize import OptimizerBudget, PosteriorMoments
 from abo.acquisitions.thompson import replace_duplicates
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 
 MEMBERS = ("believer", "qlognei", "thompson", "playbook", "aegis")
 """The default members: the single strategies that were best somewhere in the benchmarks."""

@@ -45,7 +45,7 @@ from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import replace_duplicates
-from abo.pareto import pareto_mask
+from abo.core.pareto import pareto_mask
 
 
 def no_jit_kernel() -> None:

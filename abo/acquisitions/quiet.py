@@ -28,7 +28,7 @@ summarised as one ``AboWarning`` per proposal, saying what happened and what abo
 Python's warning filters are process-wide, and ``warnings.catch_warnings`` is not thread-safe:
 one thread leaving it restores the filters another thread is still relying on. So the
 filters here are standard entries whose private category matches only while the *current
-thread* is inside a proposal (``abo.quiet.ThreadScope``), present only while a proposal runs;
+thread* is inside a proposal (``abo.core.quiet.ThreadScope``), present only while a proposal runs;
 they never change what another thread, or code outside a proposal, sees.
 """
 
@@ -49,8 +49,8 @@ from botorch.exceptions.warnings import (
 )
 from linear_operator.utils.warnings import NumericalWarning
 
-from abo.exceptions import AboWarning
-from abo.quiet import ThreadScope
+from abo.core.exceptions import AboWarning
+from abo.core.quiet import ThreadScope
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -42,7 +42,7 @@ from abo.acquisitions.feasibility import CHEBYSHEV_OFFSET, ConstrainedImprovemen
 from abo.acquisitions.optimize import OptimizerBudget, sobol_points
 from abo.acquisitions.parego import ScalarisedSample, distinct_draws, simplex_weights
 from abo.acquisitions.seeded import seeded_maximize
-from abo.pareto import pareto_mask
+from abo.core.pareto import pareto_mask
 
 
 def sample_values(paths: Any, X: Tensor) -> Tensor:

@@ -32,7 +32,7 @@ from abo.acquisitions.optimize import OptimizerBudget
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
 from abo.acquisitions.thompson import replace_duplicates
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 
 DELTA = 0.01
 

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, cast
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 
 log = logging.getLogger("abo")
 

@@ -28,7 +28,7 @@ from distributed import Client, LocalCluster, wait
 from distributed.client import FutureCancelledError
 from distributed.scheduler import KilledWorker
 
-from abo.exceptions import TrialFailure
+from abo.core.exceptions import TrialFailure
 from abo.executors.base import Future, LostEvaluation
 from abo.executors.dask_spawn import check_spawn_safe, unguarded_script_line
 from abo.executors.dask_workers import (

@@ -6,7 +6,7 @@ import ast
 import os
 import sys
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 
 
 def _is_main_guard(node: ast.AST) -> bool:

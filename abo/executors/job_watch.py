@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from distributed.core import Status
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 from abo.executors.batch import _SUBMIT_TOOL
 
 log = logging.getLogger("abo")

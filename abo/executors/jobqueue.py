@@ -34,7 +34,7 @@ import dask
 from dask.utils import parse_bytes
 from distributed import Client
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 from abo.executors.base import Future
 from abo.executors.batch import (
     _QUEUE_TOOL,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from abo.exceptions import AboError
-from abo.space import Categorical, Float, Int, Parameter
+from abo.core.exceptions import AboError
+from abo.core.space import Categorical, Float, Int, Parameter
 
 
 def optuna_module() -> Any:

@@ -10,7 +10,7 @@ parent's values that no trial took leave the parameter inactive. A parameter not
 stays unconditional, and ``infer`` says why, so the trials without it can be named.
 
 Example:
-    >>> from abo.space import Categorical, Float
+    >>> from abo.core.space import Categorical, Float
     >>> rows = [{"opt": "sgd", "m": 0.9}, {"opt": "adam"}, {"opt": "sgd", "m": 0.1}]
     >>> params = {"opt": Categorical(["sgd", "adam"]), "m": Float(0.0, 1.0)}
     >>> space, unexplained = infer(params, rows)
@@ -25,7 +25,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from abo.space import Categorical, Int, Parameter, Space
+from abo.core.space import Categorical, Int, Parameter, Space
 
 MAX_INT_PARENT_VALUES = 32
 """The most values an integer parameter may take to decide another (``n_layers``): a wider

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
+from abo.core.trial import Trial, TrialState
 from abo.interop._common import distribution, optuna_module
 from abo.interop.source import translated
-from abo.trial import Trial, TrialState
 
 
 def _when(seconds: float | None) -> datetime.datetime | None:

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from abo.exceptions import AboError, AboWarning, StudyNotFoundError
+from abo.core.exceptions import AboError, AboWarning, StudyNotFoundError
+from abo.core.space import Space
 from abo.interop._common import distribution, optuna_module, parameter
 from abo.interop.conditions import infer
 from abo.interop.source import Source, read_study
-from abo.space import Space
 
 SHOWN_SKIPPED = 10
 """Skipped trials an error message names one by one (the rest are counted)."""
@@ -72,9 +72,9 @@ def from_optuna(
             complete trial, a parameter has two different distributions, a trial cannot be
             placed (without ``partial``), or an option is invalid (the field names which).
     """
-    import abo
-    from abo.spec import StudySpec
+    from abo.spec.study_spec import StudySpec
     from abo.storage import open_storage
+    from abo.study.study import create_study, delete_study
 
     source = read_study(optuna_study, optuna_storage)  # first: a bad source opens no target
     name = name or optuna_study
@@ -93,14 +93,14 @@ def from_optuna(
             field="optuna_study",
         )
     StudySpec.create(plan.space, outcomes=plan.outcomes, **options)  # options checked first
-    study = abo.create_study(plan.space, name=name, storage=store, outcomes=plan.outcomes,
+    study = create_study(plan.space, name=name, storage=store, outcomes=plan.outcomes,
                              load_if_exists=True, **options)  # fmt: skip
     try:
         added, already = _add(study, plan)
     except BaseException:
         if existing is None:  # a failed import leaves no half-made study behind
             with contextlib.suppress(AboError):  # the first error is the one to see
-                abo.delete_study(name, store)
+                delete_study(name, store)
         raise
     if plan.skipped:
         warnings.warn(
@@ -231,7 +231,7 @@ def _stored_space(data: Any) -> Space | None:
     """The space of the abo spec an export stored with the study, if it reads as one."""
     if not isinstance(data, Mapping):
         return None
-    from abo.spec import StudySpec
+    from abo.spec.study_spec import StudySpec
 
     try:
         return StudySpec.from_json(data).space

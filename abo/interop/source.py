@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 from abo.interop._common import optuna_module
 
 OPTUNA_TABLES = ("studies", "study_directions", "trials", "trial_params", "trial_values",

@@ -1,10 +1,10 @@
-"""``GET /api/v1/studies/{name}/analysis``: the analyses of ``abo.analysis`` as JSON, for the
+"""``GET /api/v1/studies/{name}/analysis``: the analyses of ``abo.analysis.gp`` as JSON, for the
 dashboard's analysis panels (and anyone else).
 
 ``kind`` picks one: ``importance`` (Sobol indices, lengthscales, eta^2 per parameter),
 ``slice`` (per parameter, the analysed trials' values against it), ``contour`` (the GP's
 posterior mean over two numeric parameters ``x`` and ``y``) or ``cv`` (leave-one-out
-predictions). Every kind reads the trials ``abo.analysis.observations`` reads: done, with a
+predictions). Every kind reads the trials ``abo.analysis.gp.observations`` reads: done, with a
 finite value of the objective, at the fidelity's target.
 
 A GP fit takes a second or more and holds the interpreter lock for most of it, so fits run on
@@ -30,12 +30,12 @@ from fastapi import APIRouter, Header, Path, Query
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from abo.exceptions import AboError
-from abo.outcomes import feasible
+from abo.core.exceptions import AboError
+from abo.core.outcomes import feasible
+from abo.core.space import Categorical
+from abo.core.trial import Trial, TrialState
 from abo.service.state import CREATED_HEADER, ServiceState
-from abo.space import Categorical
-from abo.spec import StudySpec
-from abo.trial import Trial, TrialState
+from abo.spec.study_spec import StudySpec
 
 Kind = Literal["importance", "slice", "contour", "cv"]
 CACHE_SIZE = 64  # results kept (a contour is the largest: 40 x 40 means)
@@ -44,7 +44,7 @@ Key = tuple[str, float, str, str | None, str | None, str | None, int]
 
 # -- response bodies ---------------------------------------------------------------------------
 class ImportanceOut(BaseModel):
-    """One parameter's importance (``abo.analysis.Importance``)."""
+    """One parameter's importance (``abo.analysis.gp.Importance``)."""
 
     name: str
     sobol: float = Field(description="First-order Sobol index of the GP's posterior mean.")
@@ -99,7 +99,7 @@ class ContourOut(BaseModel):
 
 
 class PredictionOut(BaseModel):
-    """A trial's observed value and its leave-one-out prediction (``abo.analysis``)."""
+    """A trial's observed value and its leave-one-out prediction (``abo.analysis.gp``)."""
 
     trial_id: int
     observed: float
@@ -200,7 +200,7 @@ def analyse(
 ) -> AnalysisOut:
     """One analysis as the API sends it; ``AboError`` naming the field for bad arguments
     (``x``, ``y``, ``objective``; in that order) and for too few trials (``trials``)."""
-    from abo import analysis  # torch: loaded on the analysis thread, never at import
+    from abo.analysis import gp as analysis  # torch: loaded on the analysis thread, never at import
 
     for field, value in (("x", x), ("y", y)):
         if kind == "contour" and value is None:
@@ -304,7 +304,7 @@ def analysis_routes(state: ServiceState) -> APIRouter:
         created: Created = None,
     ) -> AnalysisOut:
         """Understand a study: parameter importance, slices, the posterior mean's contour over
-        two parameters, or the GP's leave-one-out cross-validation (``abo.analysis``) of its
+        two parameters, or the GP's leave-one-out cross-validation (``abo.analysis.gp``) of its
         done trials (with a fidelity, those at its target). Cached until the number of done
         trials changes; 422 naming ``kind``, ``x``, ``y``, ``objective`` or ``trials`` (fewer
         than 3 analysed) when it cannot be computed. Reads only."""

@@ -30,9 +30,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-import abo
 import abo.service.schemas as s
-from abo.exceptions import AboError, StorageError
+from abo import __version__
+from abo.core.exceptions import AboError, StorageError
 from abo.service.auth import TokenSet, read_tokens
 from abo.service.errors import AsksBackedUp, abo_error_response, error_response
 from abo.service.middleware import AuthMiddleware, BodyLimitMiddleware, WriteRecorder
@@ -210,7 +210,7 @@ def create_app(
     app = FastAPI(
         lifespan=_lifespan(state, tokens, token_file is not None),
         title="abo",
-        version=abo.__version__,
+        version=__version__,
         description=DESCRIPTION,
         docs_url=None,  # served from the package's own Swagger UI files (abo.service.dashboard)
         redoc_url=None,

@@ -28,10 +28,10 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
+from abo.core.trial import Trial
 from abo.service.errors import AsksBackedUp
-from abo.study import Study
-from abo.trial import Trial
+from abo.study.study import Study
 
 
 def check_ask_info(info: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 
 ENV_VAR = "ABO_TOKEN"
 COOKIE = "abo_session"

@@ -1,7 +1,7 @@
 """``Client`` and ``RemoteStudy``: the HTTP service with the shape of ``abo.Study``.
 
 A ``RemoteStudy`` has the same methods and properties as a local study and returns
-``abo.Trial`` objects, so ``abo.loop.run`` (and ``study.optimize``) drive it unchanged. HTTP
+``abo.Trial`` objects, so ``abo.run.loop.run`` (and ``study.optimize``) drive it unchanged. HTTP
 errors come back as the same abo exceptions. Connection errors and 503s are retried with
 exponential backoff, or after the server's ``Retry-After`` when it sends one (a busy service);
 that never double-tells (a repeated tell with the same value is a no-op on the server) and
@@ -25,19 +25,19 @@ from typing import Any
 
 import httpx
 
-from abo.exceptions import (
+from abo.core.exceptions import (
     AboError,
     DuplicatedStudyError,
     StudyNotFoundError,
     TrialStateError,
 )
-from abo.options_check import check_load_if_exists
+from abo.core.space import Space
+from abo.core.trial import ProposalRecord, Report, Trial, TrialState
 from abo.service.codes import CODES
-from abo.space import Space
-from abo.spec import StudySpec
-from abo.study_api import StudyAPI
-from abo.study_checks import MAX_REASON
-from abo.trial import ProposalRecord, Report, Trial, TrialState
+from abo.spec.options_check import check_load_if_exists
+from abo.spec.study_spec import StudySpec
+from abo.study.api import StudyAPI
+from abo.study.checks import MAX_REASON
 
 API = "/api/v1"
 CREATED_HEADER = "X-Abo-Study-Created"
@@ -200,7 +200,7 @@ class Client:
         warm = options.pop("warm_start_from", None)
         spec = StudySpec.create(space, outcomes=outcomes, direction=direction, seed=seed, **options)
         if warm:
-            from abo.warm_start import resolve
+            from abo.spec.warm_start import resolve
 
             sources = resolve(warm, lambda name: name, spec.space, spec.objectives[0].name)
             spec = StudySpec.create(
@@ -247,7 +247,7 @@ class Client:
 
 class RemoteStudy(StudyAPI):
     """A study on the service, with the methods and properties of ``abo.Study``: the public
-    methods and their checks are ``abo.study_api.StudyAPI``'s (a bad argument is refused
+    methods and their checks are ``abo.study.api.StudyAPI``'s (a bad argument is refused
     here, before any request); this class sends the checked calls to the service.
 
     An ask carries a fresh ``client_id``, so a retry after a lost answer gets the trials that

@@ -3,7 +3,7 @@ server, which answers with them, and the client, which raises them again). No Fa
 
 from __future__ import annotations
 
-from abo.exceptions import (
+from abo.core.exceptions import (
     AboError,
     DuplicatedStudyError,
     InvalidValueError,

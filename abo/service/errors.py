@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 from abo.service.codes import status_and_code
 
 

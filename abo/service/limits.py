@@ -17,8 +17,8 @@ Example:
 
 from __future__ import annotations
 
-from abo.exceptions import SearchSpaceError
-from abo.space import Categorical, Space
+from abo.core.exceptions import SearchSpaceError
+from abo.core.space import Categorical, Space
 
 MAX_CHOICES = 1_000
 """Most choices of one categorical parameter."""

@@ -22,7 +22,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from abo.spec import OPTIONS
+from abo.spec.study_spec import OPTIONS
 
 MAX_ASK = 64
 MAX_PAGE = 10_000
@@ -99,7 +99,7 @@ class _Request(BaseModel):
 
 
 class StudyCreateBase(_Request):
-    """What every create body has; the study's options are added from ``abo.spec``."""
+    """What every create body has; the study's options are added from ``abo.spec.study_spec``."""
 
     name: Name
     load_if_exists: bool | Literal["keep"] = Field(
@@ -124,7 +124,8 @@ class StudyCreateBase(_Request):
 
 
 def _study_create() -> type[StudyCreateBase]:
-    """The create body: ``StudyCreateBase`` and every option of ``abo.spec.StudySpec`` (taken
+    """The create body: ``StudyCreateBase`` and every option of ``abo.spec.study_spec.StudySpec``
+    (taken
     from it, so a new study option is in the API the moment it is in the spec). The options
     are validated by the spec itself, with the same errors as in Python."""
     fields: dict[str, Any] = {}
@@ -306,7 +307,9 @@ class StudyOut(BaseModel):
     """A study's definition and a summary of its trials."""
 
     name: str
-    spec: dict[str, Any] = Field(description="The whole study spec (`abo.spec.StudySpec`).")
+    spec: dict[str, Any] = Field(
+        description="The whole study spec (`abo.spec.study_spec.StudySpec`)."
+    )
     space: dict[str, Any]
     outcomes: list[dict[str, Any]]
     direction: str

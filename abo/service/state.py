@@ -17,12 +17,12 @@ from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
-from abo.exceptions import StudyNotFoundError
+from abo.core.exceptions import StudyNotFoundError
+from abo.core.trial import Trial
 from abo.service.asks import AskLines, AskWant
 from abo.service.health import WriteHealth
 from abo.storage import Storage, StudyRecord
-from abo.study import Study
-from abo.trial import Trial
+from abo.study.study import Study
 
 T = TypeVar("T")
 CREATED_HEADER = "X-Abo-Study-Created"
@@ -33,7 +33,7 @@ class ServiceState:
 
     Studies are opened with ``refit="background"``: an ask never waits for a GP fit; it
     proposes from the newest hyperparameters conditioned on the current data while one thread
-    refits, its fit running in a child process (see ``abo.refit`` and ``abo.fitproc``).
+    refits, its fit running in a child process (see ``abo.model.refit`` and ``abo.model.fitproc``).
     """
 
     def __init__(

@@ -19,7 +19,7 @@ The contract every backend keeps (``tests/storage`` runs one suite over all of t
 * **Only finite values.** Callers validate; a backend never holds NaN or infinity.
 
 What the transitions *are* (finish, lose and retry, leases, late results) is decided by
-``abo.lifecycle``, not here: a backend only stores, reads and compares-and-sets.
+``abo.storage.lifecycle``, not here: a backend only stores, reads and compares-and-sets.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from abo.space import ParamValue, Space
-from abo.trial import ProposalRecord, Report, Trial, TrialState
+from abo.core.space import ParamValue, Space
+from abo.core.trial import ProposalRecord, Report, Trial, TrialState
 
 if TYPE_CHECKING:
-    from abo.spec import StudySpec
+    from abo.spec.study_spec import StudySpec
 
 SCHEMA_VERSION = 3
 MAX_ID = 2**31  # trial numbers are 32-bit INTEGER columns

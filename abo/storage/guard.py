@@ -12,7 +12,7 @@ import os
 import weakref
 from typing import Any
 
-from abo.exceptions import StorageError
+from abo.core.exceptions import StorageError
 
 
 def describe(exc: BaseException) -> str:

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from abo.exceptions import DuplicatedStudyError, StudyNotFoundError, TrialNotFoundError
+from abo.core.exceptions import DuplicatedStudyError, StudyNotFoundError, TrialNotFoundError
+from abo.core.trial import Report, Trial, TrialState
 from abo.storage.base import NewTrial, QueuedPoint, Storage, StudyRecord, Transaction
-from abo.trial import Report, Trial, TrialState
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from abo.exceptions import StorageError
+from abo.core.exceptions import StorageError
 from abo.storage.base import SCHEMA_VERSION
 
 log = logging.getLogger("abo")
@@ -161,7 +161,7 @@ def _upgrade_2_to_3(conn: Connection, where: str) -> None:
 
 
 def _upgrade_1_to_2(conn: Connection, where: str) -> None:
-    from abo.outcomes import DEFAULT_NAME, Objective, outcomes_to_json
+    from abo.core.outcomes import DEFAULT_NAME, Objective, outcomes_to_json
 
     started = time.time()
     for table, column in (

@@ -30,16 +30,16 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 import abo.storage.schema as schema
-from abo.exceptions import (
+from abo.core.exceptions import (
     AboError,
     DuplicatedStudyError,
     StorageError,
     StudyNotFoundError,
 )
+from abo.core.trial import Report, Trial
 from abo.storage.base import Storage, StudyRecord, Transaction
 from abo.storage.guard import GUARDED, FileGuard, describe
 from abo.storage.sql_transaction import _build_trial, _SQLTransaction, dumps
-from abo.trial import Report, Trial
 
 _studies, _trials, _queue, _meta = schema.studies, schema.trials, schema.queue, schema.meta
 _reports = schema.reports
@@ -234,7 +234,7 @@ class SQLStorage(Storage):
     # -- studies ----------------------------------------------------------------------------
     @staticmethod
     def _study_from_row(row: Any) -> StudyRecord:
-        from abo.spec import StudySpec
+        from abo.spec.study_spec import StudySpec
 
         return StudyRecord(
             id=row.id,

@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 import abo.storage.schema as schema
-from abo.exceptions import TrialNotFoundError
+from abo.core.exceptions import TrialNotFoundError
+from abo.core.trial import ProposalRecord, Report, Trial, TrialState
 from abo.storage.base import MAX_ID, NewTrial, QueuedPoint, StudyRecord, Transaction
-from abo.trial import ProposalRecord, Report, Trial, TrialState
 
 if TYPE_CHECKING:
     from abo.storage.sql import SQLStorage

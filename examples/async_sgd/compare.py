@@ -32,8 +32,8 @@ from pathlib import Path
 import cloudpickle
 
 import abo
+from abo.core.trial import Trial, TrialState
 from abo.executors import DaskExecutor
-from abo.trial import Trial, TrialState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trainer  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from strategy_helpers import peaked_data
 
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from abo.acquisitions.auto import (
     AutoStrategy,
     exact_enough,
 )
-from abo.surrogate import NOISE_PRIOR_MODE, fit_gp
+from abo.model.surrogate import NOISE_PRIOR_MODE, fit_gp
 
 
 def _data(noise: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,7 +9,7 @@ from strategy_helpers import make_ctx, peaked_data
 
 from abo.acquisitions.believer import BelieverStrategy, believe, plug_in
 from abo.acquisitions.optimize import OptimizerBudget, maximize
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 
 def test_believed_points_keep_their_mean_and_lose_their_variance() -> None:
@@ -49,7 +49,7 @@ def test_believer_moves_away_from_where_plain_logei_would_go() -> None:
 
 
 def test_the_incumbent_is_the_posterior_mean_so_a_lucky_noisy_result_does_not_set_the_bar() -> None:
-    from abo.surrogate import fit_gp
+    from abo.model.surrogate import fit_gp
 
     gen = torch.Generator().manual_seed(0)
     X = torch.rand(10, 2, generator=gen, dtype=torch.double).repeat(3, 1)  # each point 3 times

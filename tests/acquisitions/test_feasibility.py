@@ -17,7 +17,7 @@ from abo.acquisitions.local_penalization import LocalPenalizationStrategy, Playb
 from abo.acquisitions.optimize import FastLogEI
 from abo.acquisitions.qlognei import QLogNEIStrategy
 from abo.acquisitions.thompson import ThompsonStrategy
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 
 def constrained(seed: int = 3) -> tuple:
@@ -83,7 +83,7 @@ def test_qlognei_thompson_and_the_penalisers_propose_feasible_points() -> None:
 
 
 def test_every_constraint_aware_strategy_avoids_where_the_classifier_expects_failures() -> None:
-    from abo.failures import success_targets
+    from abo.model.failures import success_targets
 
     X, Y = peaked_data(n=16, seed=4)
     ok = X[:, 0] <= 0.5  # evaluations failed right of x0 = 0.5
@@ -142,7 +142,7 @@ def test_likely_feasible_keeps_the_likely_half_or_the_most_likely_few() -> None:
 
 @pytest.mark.parametrize("strategy", ["ucb", "aegis", "aegis-rs"])
 def test_ucb_and_aegis_propose_inside_the_feasible_region(strategy: str) -> None:
-    from abo.registry import make_strategy
+    from abo.acquisitions.registry import make_strategy
 
     X, Y, objective, _, feas = constrained()
     ctx = replace(make_ctx(objective, X, Y), feasibility=feas)
@@ -169,7 +169,7 @@ def _constrained_front() -> tuple:
 def test_strategies_of_several_objectives_fill_the_feasible_part_of_the_front(
     strategy: str,
 ) -> None:
-    from abo.registry import make_strategy
+    from abo.acquisitions.registry import make_strategy
 
     model, X, U, feas = _constrained_front()
     ref = torch.tensor([-0.1, -0.1], dtype=torch.double)

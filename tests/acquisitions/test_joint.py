@@ -11,7 +11,7 @@ from botorch.models import ModelListGP
 from botorch.sampling import SobolQMCNormalSampler
 
 from abo.acquisitions.joint import JointPosterior
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 
 @pytest.fixture(scope="module", params=["deterministic", "auto"])

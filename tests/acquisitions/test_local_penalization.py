@@ -21,7 +21,7 @@ from abo.acquisitions.local_penalization import (
     lp_penalizer,
 )
 from abo.acquisitions.optimize import OptimizerBudget, maximize
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 UNIT2 = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.double)
 R = torch.tensor([0.2], dtype=torch.double)

@@ -12,7 +12,7 @@ from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from abo.acquisitions.believer import believe
 from abo.acquisitions.moments import MaternMoments
 from abo.acquisitions.optimize import Believed, latent_mean_std, outcome_scale, solves
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 
 def _data(n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,7 @@ import torch
 import abo
 from abo.acquisitions.base import FidelityLevels
 from abo.acquisitions.multifidelity import choose_level, fidelity_scores
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "s": abo.Float(0.0, 1.0)})
 CHEAP = {"raw_samples": 64, "num_restarts": 2}

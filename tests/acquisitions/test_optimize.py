@@ -12,7 +12,7 @@ from abo.acquisitions.optimize import (
     outcome_scale,
     standardized_posterior,
 )
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 
 def _points(n: int = 64) -> torch.Tensor:

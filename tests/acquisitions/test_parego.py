@@ -8,8 +8,8 @@ from botorch.models import ModelListGP
 from strategy_helpers import make_ctx
 
 from abo.acquisitions.parego import simplex_weights
-from abo.registry import make_strategy
-from abo.surrogate import fit_gp
+from abo.acquisitions.registry import make_strategy
+from abo.model.surrogate import fit_gp
 
 CHEAP = {"raw_samples": 64, "num_restarts": 2}
 

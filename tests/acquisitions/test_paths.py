@@ -11,7 +11,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from abo.acquisitions import paths as paths_module
 from abo.acquisitions.paths import DrawnPaths, SamplePaths
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 
 def _data(n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

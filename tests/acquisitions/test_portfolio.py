@@ -9,7 +9,7 @@ import torch
 
 import abo
 from abo.acquisitions.portfolio import MEMBERS, member_probabilities
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 CHEAP = {"raw_samples": 32, "num_restarts": 2}
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})

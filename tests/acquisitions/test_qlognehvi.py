@@ -9,8 +9,8 @@ import torch
 from botorch.models import ModelListGP
 from strategy_helpers import make_ctx
 
-from abo.registry import make_strategy
-from abo.surrogate import fit_gp
+from abo.acquisitions.registry import make_strategy
+from abo.model.surrogate import fit_gp
 
 CHEAP = {"raw_samples": 32, "num_restarts": 2, "mc_samples": 32}
 
@@ -47,7 +47,7 @@ def test_batches_are_distinct_seeded_and_the_default_reference_is_used(front) ->
     b = strategy.propose(make_ctx(model, X, U, seed=5), 3)
     assert a.X.shape == (3, 1) and torch.equal(a.X, b.X)
     assert torch.pdist(a.X).min() > 1e-3
-    # no ref_point in the context: the rule over all observations (abo.pareto)
+    # no ref_point in the context: the rule over all observations (abo.core.pareto)
     assert a.info[0]["ref_point"] == pytest.approx([-0.1, -0.1], abs=1e-6)
 
 
@@ -61,7 +61,7 @@ def test_one_objective_and_bad_options_are_refused(front) -> None:
 
 def test_the_baseline_is_whole_front_layers_of_the_observed_utilities() -> None:
     from abo.acquisitions.qlognehvi import front_layers
-    from abo.pareto import pareto_mask
+    from abo.core.pareto import pareto_mask
 
     gen = torch.Generator().manual_seed(0)
     X = torch.rand(300, 3, generator=gen, dtype=torch.double)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from strategy_helpers import make_ctx
 
-from abo.registry import make_strategy
+from abo.acquisitions.registry import make_strategy
 
 
 def test_joint_batch_is_distinct_in_bounds_and_seeded(peaked) -> None:
@@ -26,7 +26,7 @@ def test_joint_batch_is_distinct_in_bounds_and_seeded(peaked) -> None:
 def test_the_noisy_incumbent_is_sampled_over_the_best_observed_points_only() -> None:
     """qLogNEI's joint posterior over every observation cost seconds at 1,000 results."""
     from abo.acquisitions.optimize import MAX_INCUMBENTS, best_observed
-    from abo.surrogate import fit_gp
+    from abo.model.surrogate import fit_gp
 
     gen = torch.Generator().manual_seed(0)
     X = torch.rand(300, 2, generator=gen, dtype=torch.double)

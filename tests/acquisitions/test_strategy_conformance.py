@@ -12,7 +12,7 @@ import torch
 from botorch.test_functions import Branin
 
 import abo
-from abo.trial import TrialState
+from abo.core.trial import TrialState
 
 STRATEGIES = [
     "playbook", "lp", "thompson", "aegis", "aegis-rs", "believer", "ucb", "portfolio", "auto"

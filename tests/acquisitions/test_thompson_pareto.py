@@ -10,10 +10,10 @@ from botorch.exceptions.warnings import BadInitialCandidatesWarning
 from botorch.models import ModelListGP
 from strategy_helpers import make_ctx
 
+from abo.acquisitions.registry import make_strategy
 from abo.acquisitions.thompson_pareto import SampleImprovement, front_cells, pareto_sample_points
-from abo.pareto import hypervolume, pareto_mask
-from abo.registry import make_strategy
-from abo.surrogate import fit_gp
+from abo.core.pareto import hypervolume, pareto_mask
+from abo.model.surrogate import fit_gp
 
 CHEAP = {"raw_samples": 64, "num_restarts": 2}
 

@@ -10,7 +10,7 @@ from strategy_helpers import PEAK, make_ctx, peaked_data
 
 import abo
 from abo.acquisitions.ucb import UCBStrategy, beta_schedule
-from abo.surrogate import fit_gp
+from abo.model.surrogate import fit_gp
 
 
 def test_beta_schedule_is_the_aegis_harness_formula() -> None:

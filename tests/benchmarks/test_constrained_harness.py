@@ -150,7 +150,7 @@ def test_abo_studies_declare_one_constraint_per_problem_constraint() -> None:
     x = np.full(4, 0.5)
     m.add(x, p(x))
     (t,) = m.study.trials
-    assert abo.outcomes.feasible(t.values, m.study.spec.outcomes) == p.feasible(p(x))
+    assert abo.core.outcomes.feasible(t.values, m.study.spec.outcomes) == p.feasible(p(x))
 
 
 def test_worst_value_imputation_runs_only_where_evaluations_fail() -> None:

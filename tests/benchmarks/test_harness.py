@@ -169,7 +169,7 @@ def test_loop_utilization_on_a_real_dask_cluster() -> None:
 
 
 def test_waiting_worker_seconds_counts_idle_workers_while_proposing() -> None:
-    from abo.trial import ProposalRecord, Trial, TrialState
+    from abo.core.trial import ProposalRecord, Trial, TrialState
     from benchmarks.loop_utilization import waiting_worker_seconds
 
     def trial(i: int, created: float, finished: float) -> Trial:
@@ -182,7 +182,7 @@ def test_waiting_worker_seconds_counts_idle_workers_while_proposing() -> None:
 
 
 def test_late_window_utilization_counts_busy_seconds_inside_the_window() -> None:
-    from abo.trial import Trial, TrialState
+    from abo.core.trial import Trial, TrialState
     from benchmarks.loop_utilization import late_window, window_utilization
 
     def trial(i: int, started: float, finished: float) -> Trial:

@@ -8,7 +8,7 @@ from botorch.acquisition.logei import qLogExpectedImprovement, qLogNoisyExpected
 
 from abo.acquisitions.base import ProposalContext
 from abo.acquisitions.qlognei import QLogNEIStrategy, is_noise_free
-from abo.surrogate import FittedModel, fit_gp
+from abo.model.surrogate import FittedModel, fit_gp
 
 
 def _data(noise_sd: float, n: int = 12, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

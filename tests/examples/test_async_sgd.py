@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import abo
-from abo.command import Command
-from abo.exceptions import TrialFailure
+from abo.core.exceptions import TrialFailure
+from abo.core.trial import TrialState
 from abo.executors import ThreadExecutor
-from abo.trial import TrialState
+from abo.run.command import Command
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "async_sgd"
@@ -168,7 +168,7 @@ def _study_file(tmp_path: Path, n_trials: int, epochs: int) -> Path:
 def test_the_study_file_runs_through_abo_run(tmp_path: Path) -> None:
     toml = _study_file(tmp_path, n_trials=6, epochs=3)
     out = subprocess.run(
-        [sys.executable, "-m", "abo.cli", "run", str(toml), "--quiet"],
+        [sys.executable, "-m", "abo.cli.main", "run", str(toml), "--quiet"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -13,14 +13,14 @@ import pytest
 from cli_helpers import abo_here
 
 import abo
-from abo.trial import TrialState
+from abo.core.trial import TrialState
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _abo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "abo.cli", *args], cwd=cwd, capture_output=True, text=True,
+        [sys.executable, "-m", "abo.cli.main", *args], cwd=cwd, capture_output=True, text=True,
         timeout=400,
     )  # fmt: skip
 

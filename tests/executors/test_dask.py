@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import abo
+from abo.core.trial import TrialState
 from abo.executors import DaskExecutor
 from abo.executors import dask as dask_executor
-from abo.loop import AUTO_CAP, FailureGuard
-from abo.trial import TrialState
+from abo.run.loop import AUTO_CAP, FailureGuard
 
 pytestmark = pytest.mark.slow
 SPACE = abo.Space({"x": abo.Float(0.0, 1.0)})
@@ -195,16 +195,16 @@ def test_abos_local_cluster_runs_without_dasks_per_task_housekeeping() -> None:
 def test_every_worker_imports_the_evaluation_code_before_its_first_trial(tmp_path: Path) -> None:
     """A worker's first evaluation does not wait while it imports abo's evaluation code: the
     loop has every worker import it as the run starts, without waiting for that."""
-    from abo.loop import evaluation_modules
+    from abo.run.loop import evaluation_modules
 
     def loaded() -> bool:  # pickled by value: running it on a worker imports nothing of abo
         import sys
 
-        return "abo.loop" in sys.modules and "abo.command" in sys.modules
+        return "abo.run.loop" in sys.modules and "abo.run.command" in sys.modules
 
     command = abo.Command(f"{sys.executable} -c print(0.5)", workdir=tmp_path)
-    assert set(evaluation_modules(command)) == {"abo.loop", "abo.command"}
-    assert evaluation_modules(_sleepy) == ["abo.loop"]  # a user's own module is not imported
+    assert set(evaluation_modules(command)) == {"abo.run.loop", "abo.run.command"}
+    assert evaluation_modules(_sleepy) == ["abo.run.loop"]  # a user's own module is not imported
     with DaskExecutor(n_workers=2) as ex:
         assert set(ex.client.run(loaded).values()) == {False}  # a fresh cluster
         study = abo.create_study(SPACE, strategy="random", seed=0)
@@ -249,7 +249,7 @@ def test_a_script_without_the_main_guard_is_told_in_one_line(
     )
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"abo.exceptions.AboError: executor: unguarded.py line {line} ")
+    assert last.startswith(f"abo.core.exceptions.AboError: executor: unguarded.py line {line} ")
     assert 'put that code under `if __name__ == "__main__":`' in last
     assert "Nanny" not in out.stderr and len(out.stderr.splitlines()) < 20
 

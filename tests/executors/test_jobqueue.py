@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import abo
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
+from abo.core.trial import TrialState
 from abo.executors import JobQueueExecutor
 from abo.executors.jobqueue import cancel_orphans, job_name, list_jobs
-from abo.trial import TrialState
 
 # One SLURM node with two CPUs: under pytest-xdist these tests run one after another on one
 # worker (--dist loadgroup), so their jobs never wait in the queue behind each other's.
@@ -215,7 +215,7 @@ def test_abo_run_without_sbatch_exits_with_status_1_naming_it(
     )
     _fake_tools(monkeypatch, tmp_path / "bin", {})
     out = subprocess.run(
-        [sys.executable, "-m", "abo.cli", "run", "study.toml"],
+        [sys.executable, "-m", "abo.cli.main", "run", "study.toml"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert out.returncode == 1, out.stderr

@@ -31,7 +31,7 @@ def free_port() -> int:
 
 
 class Server:
-    """``python -m abo.cli serve`` on ``storage``; ``url`` once it answers ``/healthz``."""
+    """``python -m abo.cli.main serve`` on ``storage``; ``url`` once it answers ``/healthz``."""
 
     def __init__(
         self,
@@ -63,7 +63,7 @@ class Server:
             spec |= {"options": self.options, "plugins": self.plugins}
             cmd = [sys.executable, str(Path(__file__).with_name("run_app.py")), json.dumps(spec)]
         else:
-            cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage", self.storage]
+            cmd = [sys.executable, "-m", "abo.cli.main", "serve", "--storage", self.storage]
             cmd += ["--port", str(self.port), "--log-level", "info", *self.args]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from abo.acquisitions.base import Proposal, ProposalContext
-from abo.registry import register_strategy
+from abo.acquisitions.registry import register_strategy
 
 
 @register_strategy("held", "tests only: each proposal round waits for a release file")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import uvicorn
 
-from abo.exceptions import AboError
+from abo.core.exceptions import AboError
 from abo.service.app import create_app
 from abo.service.auth import read_tokens
 

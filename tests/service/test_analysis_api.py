@@ -101,10 +101,10 @@ def test_slices_hold_the_results_only_in_completion_order(
     assert [p["u"] for p in opt["points"]] == [0.25, 0.75, 0.75]
 
 
-def _direct_loo(spec: abo.spec.StudySpec, trials: list) -> list[float]:
+def _direct_loo(spec: abo.spec.study_spec.StudySpec, trials: list) -> list[float]:
     """Each result's prediction from the others by an explicit solve on the other points,
     with the hyperparameters of abo's GP fitted to all of them (in the objective's units)."""
-    from abo import analysis
+    from abo.analysis import gp as analysis
 
     _, X, y = analysis.observations(spec, trials)
     model = analysis.fit(spec, X, y)

@@ -495,9 +495,10 @@ def test_info_never_reaches_abos_own_record(api: httpx.Client, study_name: str, 
 
 
 def test_every_study_option_is_in_the_api(api: httpx.Client, study_name: str) -> None:
-    """The create body takes every option of ``abo.spec`` (strategy_options and refit were
+    """The create body takes every option of ``abo.spec.study_spec`` (strategy_options and refit
+    were
     missing before), validated with the same errors as in Python."""
-    from abo.spec import OPTIONS
+    from abo.spec.study_spec import OPTIONS
 
     created = make_study(
         api,

@@ -238,7 +238,7 @@ def test_token_set_and_token_file(tmp_path, monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.mark.slow
 def test_serve_refuses_a_public_address_without_a_token(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ABO_TOKEN"}
-    cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage", f"sqlite:///{tmp_path}/x.db"]
+    cmd = [sys.executable, "-m", "abo.cli.main", "serve", "--storage", f"sqlite:///{tmp_path}/x.db"]
     proc = subprocess.run(
         [*cmd, "--host", "0.0.0.0"], env=env, capture_output=True, text=True, timeout=120
     )

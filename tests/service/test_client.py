@@ -22,9 +22,9 @@ def client(server: Server):
 
 
 def test_study_and_remote_study_are_both_study_like() -> None:
-    """One protocol (``abo.protocol.StudyLike``) for the loop, the CLI and the plots: both
+    """One protocol (``abo.study.protocol.StudyLike``) for the loop, the CLI and the plots: both
     kinds of study have every member, with the same parameters."""
-    from abo.protocol import StudyLike
+    from abo.study.protocol import StudyLike
 
     members = [m for m in dir(StudyLike) if not m.startswith("_") or m == "__len__"]
     members = [m for m in members if m not in dir(object) or m == "__len__"]

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import abo
-from abo.cli import app
+from abo.cli.main import app
 
 from .conftest import SPACE, Server, free_port, objective
 
@@ -353,7 +353,7 @@ def _delete_at_a_terminal(answer: str, *args: str) -> subprocess.CompletedProces
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "abo.cli", "delete", *args],
+            [sys.executable, "-m", "abo.cli.main", "delete", *args],
             stdin=slave,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -413,7 +413,16 @@ def test_delete_removes_the_folders_its_command_trials_ran_in(tmp_path: Path) ->
 
 def test_serve_on_storage_it_cannot_open_says_why_and_exits(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'missing' / 'abo.db'}"
-    cmd = [sys.executable, "-m", "abo.cli", "serve", "--storage", url, "--port", str(free_port())]
+    cmd = [
+        sys.executable,
+        "-m",
+        "abo.cli.main",
+        "serve",
+        "--storage",
+        url,
+        "--port",
+        str(free_port()),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert "error: storage:" in out.stderr and "does not exist" in out.stderr

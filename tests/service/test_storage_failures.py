@@ -151,7 +151,16 @@ def test_create_app_and_serve_refuse_immutable_storage(
     assert str(db) in str(info.value) and not SQL.search(str(info.value))
     env = {k: v for k, v in os.environ.items() if k != "ABO_TOKEN"}
     proc = subprocess.run(
-        [sys.executable, "-m", "abo.cli", "serve", "--storage", f"sqlite:///{db}", "--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "abo.cli.main",
+            "serve",
+            "--storage",
+            f"sqlite:///{db}",
+            "--port",
+            "0",
+        ],
         env=env,
         capture_output=True,
         text=True,

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from abo import Float, Int, Space
-from abo.outcomes import Objective
-from abo.spec import StudySpec
+from abo.core.outcomes import Objective
+from abo.spec.study_spec import StudySpec
 from abo.storage import MemoryStorage, SQLStorage, Storage, StudyRecord
 
 SPACE = Space({"x": Float(0.0, 1.0), "n": Int(1, 9)})

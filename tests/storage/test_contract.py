@@ -1,6 +1,7 @@
 """The storage contract, on every backend: memory, a SQLite file, PostgreSQL (``backend``).
 
-The transitions themselves are ``abo.lifecycle``'s; these tests hold every backend to the same
+The transitions themselves are ``abo.storage.lifecycle``'s; these tests hold every backend to the
+same
 answers, including under concurrent writers.
 """
 
@@ -10,10 +11,10 @@ import threading
 
 import pytest
 
-from abo import AboError, StudyNotFoundError, TrialState, TrialStateError, lifecycle
-from abo.exceptions import DuplicatedStudyError, TrialNotFoundError
-from abo.spec import StudySpec
-from abo.storage import NewTrial, QueuedPoint, StudyRecord
+from abo import AboError, StudyNotFoundError, TrialState, TrialStateError
+from abo.core.exceptions import DuplicatedStudyError, TrialNotFoundError
+from abo.spec.study_spec import StudySpec
+from abo.storage import NewTrial, QueuedPoint, StudyRecord, lifecycle
 
 from .conftest import Backend, points, record, v
 
@@ -131,7 +132,7 @@ def test_tells_are_visible_from_a_second_handle(backend: Backend) -> None:
 
 
 def test_several_objectives_are_stored_by_name(backend: Backend) -> None:
-    from abo.outcomes import parse_outcomes
+    from abo.core.outcomes import parse_outcomes
 
     spec = StudySpec(
         space=record().space, outcomes=parse_outcomes({"a": "minimize", "b": "maximize"}), seed=1
@@ -417,7 +418,7 @@ def test_a_stopped_trial_keeps_its_last_value_and_later_tells_only_add_bookkeepi
 
     class StopAtTwo:
         def decide(self, trial_id, reports, sign):  # type: ignore[no-untyped-def]
-            from abo.stopping import Decision
+            from abo.core.stopping import Decision
 
             return Decision(reports[trial_id][-1].step >= 2, "stopped by test")
 

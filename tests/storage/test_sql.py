@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 import abo
-from abo import StorageError, TrialState, lifecycle
-from abo.storage import SCHEMA_VERSION, QueuedPoint, SQLStorage
+from abo import StorageError, TrialState
+from abo.storage import SCHEMA_VERSION, QueuedPoint, SQLStorage, lifecycle
 
 from .conftest import points, record, v
 

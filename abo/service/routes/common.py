@@ -10,12 +10,12 @@ from fastapi import Depends, Header, Path, Request
 from pydantic import BeforeValidator
 
 import abo.service.schemas as s
-from abo import summary
+from abo.analysis import summary
+from abo.analysis.summary import trial_json
+from abo.core.trial import Trial
 from abo.service.state import CREATED_HEADER, ServiceState
 from abo.storage import Storage, StudyRecord
-from abo.study import Study
-from abo.summary import trial_json
-from abo.trial import Trial
+from abo.study.study import Study
 
 API = "/api/v1"
 
@@ -72,7 +72,7 @@ def trial_out(trial: Trial) -> s.TrialOut:
 
 
 def study_summary(storage: Storage, record: StudyRecord) -> s.StudyOut:
-    """A study's definition and trial counts (``abo.summary``), as the API sends it."""
+    """A study's definition and trial counts (``abo.analysis.summary``), as the API sends it."""
     return s.StudyOut.model_validate(summary.study_summary(storage, record))
 
 

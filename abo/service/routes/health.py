@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 import abo.service.schemas as s
-from abo.exceptions import StorageError
+from abo.core.exceptions import StorageError
 from abo.service.errors import abo_error_response, error_response
 from abo.service.routes.common import Service
 

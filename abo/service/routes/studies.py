@@ -7,18 +7,18 @@ import json
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
-import abo
 import abo.service.schemas as s
-from abo.exceptions import DuplicatedStudyError
-from abo.options_check import check_options
-from abo.outcomes import outcomes_to_json
+from abo.core.exceptions import DuplicatedStudyError, StudyNotFoundError
+from abo.core.outcomes import outcomes_to_json
+from abo.core.space import Space
 from abo.service.errors import error_response
 from abo.service.limits import check_space_cost
 from abo.service.routes.common import Created, Service, StudyName, study_out, study_summary
 from abo.service.state import ServiceState
-from abo.space import Space
-from abo.spec import CREATE_OPTIONS, StudySpec
-from abo.study import Study
+from abo.spec.options_check import check_options
+from abo.spec.study_spec import CREATE_OPTIONS, StudySpec
+from abo.study.study import Study
+from abo.study.study import create_study as new_study
 
 router = APIRouter(tags=["studies"])
 
@@ -64,7 +64,7 @@ def _find(
     """What ``_existing`` says of the study called ``body.name``; ``None`` when there is none."""
     try:
         return state.call(body.name, None, lambda st: _existing(st, body, wanted, given), True)
-    except abo.StudyNotFoundError:
+    except StudyNotFoundError:
         return None
 
 
@@ -90,7 +90,7 @@ def create_study(body: s.StudyCreate, response: Response, state: Service) -> s.S
         response.status_code = 200
         return found
     check_space_cost(space)  # a new study: bound what its asks may cost
-    study = abo.create_study(
+    study = new_study(
         space,
         name=body.name,
         storage=state.storage,

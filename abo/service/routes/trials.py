@@ -12,9 +12,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 import abo.service.schemas as s
+from abo.core.trial import Trial, TrialState
 from abo.service.asks import check_ask_info
 from abo.service.routes.common import Created, Service, StudyName, TrialId, trial_out
-from abo.trial import Trial, TrialState
 
 router = APIRouter(tags=["trials"])
 

@@ -30,7 +30,7 @@ const fmt = (v) => v === null || v === undefined ? "" :
 const constraintsOf = (study) => study.outcomes.filter((o) => o.kind === "constraint");
 
 function feasible(t, constraints) {
-  // abo's rule (abo.outcomes.feasible): every constraint's told value is finite and holds
+  // abo's rule (abo.core.outcomes.feasible): every constraint's told value is finite and holds
   return constraints.every((c) => {
     const v = (t.values || {})[c.name];
     return typeof v === "number" && Number.isFinite(v) && (c.op === "<=" ? v <= c.bound : v >= c.bound);
@@ -38,7 +38,7 @@ function feasible(t, constraints) {
 }
 
 function atTarget(t, fidelity) {
-  // abo's rule (abo.fidelity): with a fidelity, only trials at its target are results
+  // abo's rule (abo.core.fidelity): with a fidelity, only trials at its target are results
   if (!fidelity) return true;
   const v = t.params[fidelity.parameter];
   return typeof v === "number" ? Math.abs(v - fidelity.target) <= 1e-12 * Math.max(1, Math.abs(v)) : v === fidelity.target;

@@ -1,0 +1,3 @@
+from abo.cli.main import main
+
+main()

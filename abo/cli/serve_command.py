@@ -1,0 +1,105 @@
+"""``abo serve``: the ask/tell API, its OpenAPI schema and the dashboard over HTTP (FastAPI and
+uvicorn are imported only when it runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from abo.cli.console import DEFAULT_STORAGE, _run, err, print_error, storage_label
+from abo.core.exceptions import AboError
+
+
+def serve(
+    storage: Annotated[str, typer.Option(help="Storage URL (PostgreSQL for many hosts).")] = (
+        DEFAULT_STORAGE
+    ),
+    host: Annotated[str, typer.Option(help="Address to bind (loopback unless told).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
+    token_file: Annotated[
+        Path | None, typer.Option(help="File of bearer tokens, one a line (or set ABO_TOKEN).")
+    ] = None,
+    max_body_bytes: Annotated[int, typer.Option(help="Larger request bodies get 413.")] = 1 << 20,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    body_timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds a request body may take to arrive (408 after; default 30)."),
+    ] = None,
+    max_waiting_asks: Annotated[
+        int | None,
+        typer.Option(help="Asks that may wait for proposals at once (503 busy after; 256)."),
+    ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Addresses of the reverse proxy whose X-Forwarded-For/-Proto to trust "
+            "(comma-separated, or '*'). Default: none, so clients are known by the address "
+            "their packets come from.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/).
+
+    The token file is followed while serving: a token removed from it stops working at the
+    next request (and its browser sessions end); SIGHUP reads the file at once."""
+    from abo.service.auth import TokenSet, check_bind, read_tokens
+
+    try:
+        tokens = read_tokens(token_file)
+        bind_host = check_bind(host, TokenSet(tokens))  # the address: no IPv6 brackets
+    except AboError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+
+    import uvicorn
+
+    app = _app(storage, tokens, token_file, max_body_bytes, body_timeout, max_waiting_asks)
+    _announce(bind_host, port, tokens, storage)
+    uvicorn.run(
+        app,
+        host=bind_host,
+        port=port,
+        log_level=log_level,
+        proxy_headers=bool(forwarded_allow_ips),  # else uvicorn trusts 127.0.0.1's headers
+        forwarded_allow_ips=forwarded_allow_ips or None,
+    )
+
+
+def _app(
+    storage: str,
+    tokens: list[str],
+    token_file: Path | None,
+    max_body_bytes: int,
+    body_timeout: float | None,
+    max_waiting_asks: int | None,
+) -> Any:
+    """The service's app on ``storage`` with the limits given (the app's defaults for those
+    not); with a token file, its tokens are followed while serving and only ``ABO_TOKEN``'s
+    stay fixed. Exit code 1 when the storage fails."""
+    from abo.service.app import create_app
+    from abo.service.auth import read_tokens
+
+    options: dict[str, Any] = {"max_body_bytes": max_body_bytes}
+    if body_timeout is not None:
+        options["body_timeout"] = body_timeout
+    if max_waiting_asks is not None:
+        options["max_waiting_asks"] = max_waiting_asks
+    if token_file is not None:  # followed while serving; ABO_TOKEN stays fixed
+        options["token_file"] = token_file
+    fixed = read_tokens(None) if token_file is not None else tokens
+    return _run(lambda: create_app(storage, token=fixed, **options))
+
+
+def _announce(bind_host: str, port: int, tokens: list[str], storage: str) -> None:
+    """Say on stderr where the service listens, how it checks clients, and on what storage."""
+    auth = f"{len(tokens)} token(s)" if tokens else "no auth (loopback only)"
+    shown = f"[{bind_host}]" if ":" in bind_host else bind_host
+    err.print(
+        f"abo service on http://{shown}:{port} ({auth}) for {storage_label(storage)}; "
+        "dashboard at /, API at /docs",
+        highlight=False,
+    )

@@ -1,0 +1,76 @@
+"""A whole space's unit-cube encoding: points of ``[0, 1]^D`` to and from parameter dicts,
+relaxed points snapped onto valid encodings, inactive parameters at ``INACTIVE``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from abo.core.param_values import ParamValue
+from abo.core.params import Categorical, Parameter
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+INACTIVE = 0.5
+"""The unit-cube coordinate of an inactive parameter (every column of its block): one fixed
+value, so two configurations without it do not differ in it, in the middle of the cube, so no
+active value is more than half the cube from it (``Space.to_unit``)."""
+
+
+def to_unit(params: Mapping[str, Parameter], values: Mapping[str, ParamValue]) -> Tensor:
+    """Encode one parameter dict as a ``D`` tensor in the unit cube."""
+    import torch
+
+    out: list[float] = []
+    for name, p in params.items():
+        # an inactive parameter is absent from a valid dict: INACTIVE in its every column
+        out.extend(p.encode(values[name]) if name in values else [INACTIVE] * p.width)
+    return torch.tensor(out, dtype=torch.double)
+
+
+def round_points(
+    params: Mapping[str, Parameter],
+    slices: Mapping[str, slice],
+    order: list[str] | None,
+    X: Tensor,
+) -> Tensor:
+    """``n x D`` relaxed points snapped onto encodings of valid parameters; ``order`` is the
+    parents-first order of a conditional space (``None`` for one without conditions)."""
+    import torch
+
+    X = X.detach().to(torch.double).clamp(0.0, 1.0).clone()
+    for name, p in params.items():
+        s = slices[name]
+        if isinstance(p, Categorical):  # one-hot at each row's argmax (the first on ties)
+            block = torch.zeros_like(X[:, s])
+            X[:, s] = block.scatter_(-1, X[:, s].argmax(dim=-1, keepdim=True), 1.0)
+        else:  # a Float's or an Int's rounding is coordinate by coordinate: all rows at once
+            X[:, s] = p.round(X[:, s])
+    if order is not None:  # inactive parameters at INACTIVE: one encoding per configuration
+        for name, on in active_rows(params, slices, order, X).items():
+            X[~on, slices[name]] = INACTIVE
+    return X
+
+
+def active_rows(
+    params: Mapping[str, Parameter], slices: Mapping[str, slice], order: list[str], X: Tensor
+) -> dict[str, Tensor]:
+    """Per parameter, which rows of rounded points ``X`` (``n x D``) it is active in."""
+    import torch
+
+    out: dict[str, Tensor] = {}
+    for name in order:
+        on = torch.ones(X.shape[0], dtype=torch.bool)
+        for parent, values in params[name].when:
+            q, cols = params[parent], X[:, slices[parent]]
+            if isinstance(q, Categorical):
+                allowed = torch.tensor([q._index(v) for v in values])
+                holds = torch.isin(cols.argmax(dim=-1), allowed)
+            else:  # an Int: decode each distinct coordinate once
+                unique, inverse = torch.unique(cols[:, 0], return_inverse=True)
+                decoded = torch.tensor([float(q.decode([float(u)])) for u in unique])
+                holds = torch.isin(decoded[inverse], torch.tensor([float(v) for v in values]))
+            on &= out[parent] & holds
+        out[name] = on
+    return out
