@@ -47,7 +47,7 @@ def test_the_study_file_finds_a_front_of_loss_against_time(tmp_path: Path) -> No
     assert all(set(t.values) == {"val_loss", "seconds"} for t in done)
     assert all(0 < t.values["seconds"] < 300 and 0 <= t.user["accuracy"] <= 1 for t in done)
     # which trials are model proposals depends on how long the background first fits take
-    # (the design continues meanwhile): tests/test_refit.py holds the fits to test that path
+    # (the design continues meanwhile): tests/model/test_refit.py holds the fits to test that path
     assert {t.proposal.strategy for t in study.trials} <= {"sobol", "auto"}
     front = study.best_trials
     assert front and all(

@@ -19,7 +19,7 @@ import abo
 from abo.cli.config import load_spec
 from abo.core.trial import TrialState
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ABO = [sys.executable, "-m", "abo.cli.main"]
 pytestmark = pytest.mark.slow
 
