@@ -146,14 +146,18 @@ class JobQueueExecutor(DaskExecutor):
 
     Args:
         system: ``slurm``, ``pbs``, ``lsf``, ``sge`` or ``htcondor``.
-        cores, memory: per job (one job = ``processes`` Dask workers).
+        cores: cores per job (one job = ``processes`` Dask workers).
+        memory: memory per job (``"8GB"``).
         walltime: ``HH:MM:SS``; a job killed by it loses its evaluation (retried once).
-        queue, account: the partition/queue and account (``project`` on LSF/SGE).
-        jobs: at most this many jobs at once; ``min_jobs`` are kept even when idle.
+        queue: the partition or queue.
+        account: the account to charge (``project`` on LSF/SGE).
+        jobs: at most this many jobs at once.
+        min_jobs: this many jobs are kept even when idle.
         processes: worker processes per job, each running one evaluation at a time.
         tag: names the jobs ``abo-<tag>-<pid>-<host>`` (letters, digits, ``_``).
-        host, interface: where the scheduler listens (default ``127.0.0.1``: a single node;
-            give the interface compute nodes reach, e.g. ``ib0``, on a real cluster).
+        host: the address the scheduler listens on (default ``127.0.0.1``: a single node;
+            on a real cluster, an address the compute nodes reach).
+        interface: the network interface the scheduler listens on instead, e.g. ``ib0``.
         log_directory: where job output goes (default: the batch system's).
         start_timeout: seconds work may wait with no worker connected (jobs pending in the
             queue, or failing as they start) before the run fails with ``AboError``; ``None``
