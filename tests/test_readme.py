@@ -1,5 +1,6 @@
 """The README's first Python example runs as written, and again: the second run continues the
-study. (tests/test_docs.py runs every other block of the README and the docs.)"""
+study. Getting started (docs/getting-started.md) shows the same example, which must stay the
+same code. (tests/test_docs.py runs every other block of the README and the docs.)"""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ import abo
 
 
 def test_readme_python_example_runs_twice_without_duplicates(tmp_path: Path) -> None:
-    blocks = blocks_run_by("tests/test_readme.py")
-    assert len(blocks) == 1 and blocks[0].path.name == "README.md", [b.id for b in blocks]
+    marked = blocks_run_by("tests/test_readme.py")
+    readme = [b for b in marked if b.path.name == "README.md"]
+    assert len(readme) == 1, [b.id for b in marked]
+    copies = [b.id for b in marked if b.code != readme[0].code]
+    assert not copies, f"not the README's example, which is all this test runs: {copies}"
+    assert any(b.path.name == "getting-started.md" for b in marked), [b.id for b in marked]
     script = tmp_path / "example.py"
-    script.write_text(blocks[0].code)
+    script.write_text(readme[0].code)
     per_run = 8 + 4 + 4  # asked (the first gets the enqueued point), batched, optimized
     for run in (1, 2):
         out = subprocess.run(
