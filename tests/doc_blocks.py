@@ -1,4 +1,5 @@
-"""The fenced code blocks of README.md and docs/*.md, with the marker a block may carry.
+"""The fenced code blocks of README.md and docs/**/*.md (the pages of the documentation site,
+in subfolders too), with the marker a block may carry.
 
 A marker is an HTML comment on the line just before a block's opening fence (invisible once
 the Markdown is rendered). It says how tests/test_docs.py treats a Python block:
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 PYTHON = ("python", "py", "python3")
 MARKERS = ("no-run", "tested-by", "output-varies")
 SERVICE_URL = "http://127.0.0.1:8765"
@@ -87,7 +88,7 @@ def blocks(path: Path) -> list[Block]:
 
 
 def python_blocks() -> list[Block]:
-    """Every Python block of README.md and docs/*.md."""
+    """Every Python block of README.md and docs/**/*.md."""
     return [b for path in DOCUMENTS for b in blocks(path) if b.is_python]
 
 

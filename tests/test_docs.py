@@ -1,6 +1,6 @@
 """The project's documents stand on their own: nothing tracked points outside the repository,
-and every Python block of README.md and docs/*.md runs as written (tests/doc_blocks.py says how
-a block is marked when it does not)."""
+and every Python block of README.md and docs/**/*.md runs as written (tests/doc_blocks.py says
+how a block is marked when it does not)."""
 
 from __future__ import annotations
 
