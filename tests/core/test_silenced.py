@@ -113,7 +113,8 @@ def test_scikit_learn_cross_validates_while_a_thread_is_silenced() -> None:
 
 
 def test_tuning_a_scikit_learn_model_in_process_past_the_design() -> None:
-    """The README's ask/tell loop around cross-validation, with model proposals between."""
+    """An ask/tell loop around cross-validation in the same process, with model proposals
+    between (how a user tunes a scikit-learn model; no document shows it)."""
     space = abo.Space({"C": abo.Float(1e-3, 1e2, log=True), "tol": abo.Float(1e-5, 1e-1, log=True)})
     study = abo.create_study(space, direction="maximize", seed=0)
     before = list(warnings.filters)
