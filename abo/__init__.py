@@ -104,6 +104,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; __getattr__ import
         OptionsConflictError,
         SearchSpaceError,
         StorageError,
+        StrategyError,
         StudyNotFoundError,
         SurrogateFitError,
         TrialFailure,

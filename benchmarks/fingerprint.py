@@ -191,15 +191,21 @@ def _record(trial: abo.Trial) -> dict[str, Any]:
 
 
 def script(strategy: str, kind: Kind) -> list[dict[str, Any]]:
-    """Run the fixed script of asks and tells in memory; every trial's record, in id order.
+    """Run the fixed script of asks and tells in memory (``play``); every trial's record, in
+    id order."""
+    return [_record(t) for t in sorted(play(strategy, kind).trials, key=lambda t: t.id)]
+
+
+def play(strategy: str, kind: Kind, **options: Any) -> abo.Study:
+    """The fixed script of asks and tells, in memory; the study it leaves.
 
     A known result is added and a design batch asked (three told, one failed); then a batch
     of two (the second sees the first busy), then three single asks, each after one result
-    with one point still busy.
+    with one point still busy. ``options``: more study options (``device="cuda"``, say).
     """
     study = abo.create_study(
         kind.space, strategy=strategy, seed=SEED, n_initial=N_INITIAL, refit="sync",
-        strategy_options=_options(strategy), **kind.options,
+        strategy_options=_options(strategy), **kind.options, **options,
     )  # fmt: skip
     known = kind.space.validate(_first_point(kind))
     study.add(known, kind.value(known))
@@ -212,7 +218,7 @@ def script(strategy: str, kind: Kind) -> list[dict[str, Any]]:
         trial = pending.pop(0)
         study.tell(trial.id, kind.value(trial.params))
         pending.append(study.ask(n_workers=3))
-    return [_record(t) for t in sorted(study.trials, key=lambda t: t.id)]
+    return study
 
 
 def _first_point(kind: Kind) -> dict[str, Any]:

@@ -244,8 +244,9 @@ def test_the_list_of_pieces_over_the_limits_only_shrinks() -> None:
 def test_the_size_check_measures_functions_from_def_to_end_and_modules_by_lines() -> None:
     """A nested function and a method count under their qualified names, decorators out."""
     sizes = _sizes()
-    assert sizes["abo/spec/study_spec.py"] == len((ABO / "spec" / "study_spec.py").read_text().splitlines())
-    tree = ast.parse((ABO / "spec" / "study_spec.py").read_text())
+    text = (ABO / "spec" / "study_spec.py").read_text()
+    assert sizes["abo/spec/study_spec.py"] == len(text.splitlines())
+    tree = ast.parse(text)
     (spec,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "StudySpec"]
     (check,) = [n for n in spec.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     assert sizes["abo/spec/study_spec.py::StudySpec.check"] == check.end_lineno - check.lineno + 1

@@ -147,14 +147,15 @@ class ProposalContext:
     def satisfies(self, X: Tensor) -> Tensor:
         """``n`` booleans: which rows of ``X`` (unit cube) satisfy ``inequality_constraints``
         (all, without any), in their relaxed unit-cube form."""
-        ok = torch.ones(X.shape[0], dtype=torch.bool)
+        ok = torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
         for idx, coef, rhs in self.inequality_constraints or ():
             ok &= X[:, idx] @ coef.to(X) >= rhs - 1e-9
         return ok
 
     def uniform(self, n: int) -> Tensor:
         """``n x d`` uniform points in the cube from ``generator``."""
-        return torch.rand(n, self.dim, generator=self.generator, dtype=torch.double)
+        unit = torch.rand(n, self.dim, generator=self.generator, dtype=torch.double)
+        return unit.to(self.bounds.device)  # drawn on the CPU: the same numbers on any device
 
 
 @dataclass(frozen=True)

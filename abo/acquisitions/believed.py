@@ -44,7 +44,7 @@ class Believed:
             prior = kernel(self.gp.covar_module, self.busy)
             noise = self.gp.likelihood.noise.detach().reshape(())  # standardised scale
             S = prior - self.busy_proj.T @ self.busy_proj
-            S = S + noise * torch.eye(S.shape[0], dtype=S.dtype)
+            S = S + noise * torch.eye(S.shape[0], dtype=S.dtype, device=S.device)
             self.chol = psd_safe_cholesky(0.5 * (S + S.T))
         self.moments = self._moments()
 

@@ -121,7 +121,7 @@ def _key(gp: ExactGP) -> tuple[tuple[int, ...], Tensor]:
     version counter sees)."""
     data = tuple(v for t in (gp.train_inputs[0], gp.train_targets) for v in (id(t), t._version))
     params = [p.detach().reshape(-1) for p in gp.parameters()]
-    return data, torch.cat(params) if params else torch.zeros(0)
+    return data, torch.cat(params) if params else torch.zeros(0, device=gp.train_targets.device)
 
 
 def solves(model: Model) -> Solves | None:

@@ -111,7 +111,7 @@ def estimate_lipschitz(
         best = _max_grad_norms(model, lower[todo], upper[todo], n_samples, maxiter, seed)
         for i, v in zip(todo, best.tolist(), strict=True):
             cache[keys[i]] = v if v >= LIPSCHITZ_FLOOR else LIPSCHITZ_FALLBACK
-    return torch.tensor([cache[k] for k in keys], dtype=torch.double)
+    return torch.tensor([cache[k] for k in keys], dtype=torch.double, device=lower.device)
 
 
 def _regions(
@@ -142,7 +142,7 @@ def _max_grad_norms(
     Sobol points, polished by L-BFGS-B where that stays finite."""
     d = lo.shape[-1]
     unit = SobolEngine(d, scramble=True, seed=seed).draw(n_samples, dtype=torch.double)
-    pts = lo.unsqueeze(1) + (hi - lo).unsqueeze(1) * unit  # m x n x d
+    pts = lo.unsqueeze(1) + (hi - lo).unsqueeze(1) * unit.to(lo.device)  # m x n x d
     norms = _grad_norm(model, pts.reshape(-1, d)).reshape(lo.shape[0], n_samples)
     best_val, best_idx = norms.max(dim=-1)
     start = pts[torch.arange(lo.shape[0]), best_idx]

@@ -149,7 +149,7 @@ class LocallyPenalizedAcquisition(AcquisitionFunction):
         X_busy = X_busy.detach().to(torch.double).reshape(-1, d)
         self.register_buffer("X_busy", X_busy)
         if X_busy.shape[0] == 0:
-            r = s = L = torch.zeros(0, dtype=torch.double)
+            r = s = L = torch.zeros(0, dtype=torch.double, device=X_busy.device)
         else:
             ls = kernel_lengthscale(model, d) if lipschitz == "local" else None
             if ls is None:

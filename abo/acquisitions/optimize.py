@@ -82,7 +82,7 @@ def sobol_points(ctx: ProposalContext, n: int, seed: int) -> Tensor:
     """``n x d`` scrambled Sobol points inside ``ctx.bounds``."""
     unit = SobolEngine(ctx.dim, scramble=True, seed=seed).draw(n, dtype=torch.double)
     lo, hi = ctx.bounds.to(torch.double)
-    return lo + (hi - lo) * unit
+    return lo + (hi - lo) * unit.to(lo.device)
 
 
 def incumbent(ctx: ProposalContext) -> Tensor:

@@ -89,7 +89,7 @@ class ParEGOStrategy:
     def _point(self, ctx: ProposalContext) -> tuple[Tensor, list[float]]:
         """One rounded point for fresh weights and a fresh sample, and the weights."""
         assert ctx.model is not None
-        weights = simplex_weights(ctx.Y.shape[-1], ctx.generator)
+        weights = simplex_weights(ctx.Y.shape[-1], ctx.generator).to(ctx.Y.device)
         scalarise = get_chebyshev_scalarization(weights, ctx.Y, alpha=self.alpha)
         with torch.random.fork_rng():
             torch.manual_seed(ctx.seed())

@@ -125,7 +125,11 @@ def _nominee_keys(
 ) -> list[Any]:
     """The key each nominee of ``rounds`` (in order) is judged by: its posterior mean, or with
     ``feasibility`` (likely feasible, mean or log p)."""
-    X = torch.tensor([x for entries in rounds for _, x in entries], dtype=torch.double)
+    first = next(iter(model.parameters()), None)  # the model's device (the CPU without any)
+    device = first.device if first is not None else None
+    X = torch.tensor(
+        [x for entries in rounds for _, x in entries], dtype=torch.double, device=device
+    )
     with torch.no_grad():
         post = model.posterior(X.unsqueeze(-2))  # one-point posteriors: no n x n covariance
         mean = cast(PosteriorMoments, post).mean.reshape(-1).tolist()

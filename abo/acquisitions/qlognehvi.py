@@ -81,7 +81,7 @@ def front_layers(X: Tensor, Y: Tensor, k: int = MAX_BASELINE) -> Tensor:
     """
     if X.shape[0] <= k:
         return X
-    keep = torch.zeros(X.shape[0], dtype=torch.bool)
+    keep = torch.zeros(X.shape[0], dtype=torch.bool, device=X.device)
     while int(keep.sum()) < k:
         rest = (~keep).nonzero().squeeze(-1)
         keep[rest[pareto_mask(Y[rest])]] = True

@@ -108,7 +108,7 @@ def pareto_sample_point(
     x, improvement = seeded_maximize(acq, ctx, budget) if hopeful else (ctx.X[:1], 0.0)
     info = {"improvement": float(f"{improvement:.6g}")}
     if not improvement > 0:  # nothing the sample promises beats its own front
-        weights = simplex_weights(ctx.Y.shape[-1], ctx.generator)
+        weights = simplex_weights(ctx.Y.shape[-1], ctx.generator).to(ctx.Y.device)
         scalarise = get_chebyshev_scalarization(weights, ctx.Y, alpha=alpha)
         scalar: AcquisitionFunction = ScalarisedSample(ctx.model, paths, scalarise)
         if feas is not None:  # feasible points first, then the scalarisation among them

@@ -11,6 +11,11 @@ import typer
 from abo.cli.console import DEFAULT_STORAGE, _run, err, print_error, storage_label
 from abo.core.exceptions import AboError
 
+DEVICE_HELP = (
+    "Where the GPs and acquisition searches run for every study: 'auto', 'cpu', 'cuda' or "
+    "'cuda:N' (default: each study's own setting, 'auto' unless set)."
+)
+
 
 def serve(
     storage: Annotated[str, typer.Option(help="Storage URL (PostgreSQL for many hosts).")] = (
@@ -41,6 +46,7 @@ def serve(
             "their packets come from.",
         ),
     ] = None,
+    device: Annotated[str | None, typer.Option(help=DEVICE_HELP)] = None,
 ) -> None:
     """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/).
 
@@ -57,7 +63,8 @@ def serve(
 
     import uvicorn
 
-    app = _app(storage, tokens, token_file, max_body_bytes, body_timeout, max_waiting_asks)
+    limits = (max_body_bytes, body_timeout, max_waiting_asks)
+    app = _app(storage, tokens, token_file, *limits, device)
     _announce(bind_host, port, tokens, storage)
     uvicorn.run(
         app,
@@ -76,6 +83,7 @@ def _app(
     max_body_bytes: int,
     body_timeout: float | None,
     max_waiting_asks: int | None,
+    device: str | None = None,
 ) -> Any:
     """The service's app on ``storage`` with the limits given (the app's defaults for those
     not); with a token file, its tokens are followed while serving and only ``ABO_TOKEN``'s
@@ -88,6 +96,8 @@ def _app(
         options["body_timeout"] = body_timeout
     if max_waiting_asks is not None:
         options["max_waiting_asks"] = max_waiting_asks
+    if device is not None:
+        options["device"] = device
     if token_file is not None:  # followed while serving; ABO_TOKEN stays fixed
         options["token_file"] = token_file
     fixed = read_tokens(None) if token_file is not None else tokens

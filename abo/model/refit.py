@@ -85,6 +85,7 @@ class ModelManager:
         max_exact: int = MAX_EXACT,
         fidelity: tuple[int, ...] = (),
         prior: Any = None,
+        device: torch.device | None = None,
     ) -> None:
         if mode not in REFIT_MODES:
             raise SurrogateFitError(f"refit: expected one of {REFIT_MODES}, got {mode!r}")
@@ -94,6 +95,7 @@ class ModelManager:
         self.mode = mode
         self.max_staleness = max_staleness
         self.max_exact = max_exact
+        self.device = device or torch.device("cpu")  # where the GPs live (abo.model.device)
         self.full_refits = 0  # of which full multi-start (for tests and benchmarks)
         self._latest: _Fit | None = None
         self._lock = threading.Lock()
@@ -108,9 +110,18 @@ class ModelManager:
     @property
     def fit_process(self) -> FitProcess | None:
         """The child process background fits run in (started by the first that needs it)."""
-        if self._fit_process is None and self.mode in ("background", "auto"):
+        on_cpu = self.device.type == "cpu"  # a CUDA fit is quick, and CUDA shuns fork()s
+        if self._fit_process is None and self.mode in ("background", "auto") and on_cpu:
             self._fit_process = FitProcess.shared()
         return self._fit_process
+
+    def place(self, device: torch.device, max_exact: int) -> None:
+        """Fit and propose on ``device`` from now on, on at most ``max_exact`` observations;
+        the models made elsewhere are dropped (the next ask conditions the recorded
+        hyperparameters there, or fits)."""
+        with self._lock:
+            if device != self.device:
+                self.device, self.max_exact, self._latest = device, max_exact, None
 
     def staleness_bound(self, n: int) -> int:
         """The most observations the proposing hyperparameters may lag ``n`` observations:
@@ -156,6 +167,7 @@ class ModelManager:
         Raises:
             SurrogateFitError: when no model can be had at all.
         """
+        X, Y = X.to(self.device), Y.to(self.device)  # no copy when they are there
         if self.mode == "background" or (self.mode == "auto" and hurried):
             return self._background(key, X, Y, stored, hurried)
         return self._sync(key, X, Y, stored)
@@ -205,7 +217,7 @@ class ModelManager:
         full = not quick and (self.mode == "full" or full_refit_due(n_prev, n))
         idx = subset(X, Y, self.max_exact)
         fitted = None
-        if elsewhere and self.fit_process is not None:
+        if elsewhere and self.device.type == "cpu" and self.fit_process is not None:
             start = export_hypers(previous.model) if previous is not None else None
             try:
                 hypers, warm = self.fit_process.fit(
@@ -365,6 +377,8 @@ class ModelManager:
         previous: FittedModel | None,
         first: bool = False,
     ) -> None:
+        device = self.device
+        X, Y = X.to(device), Y.to(device)
         try:
             started = time.monotonic()
             with silenced(), torch_threads():  # a failed refit keeps the old hypers quietly
@@ -374,6 +388,8 @@ class ModelManager:
         except SurrogateFitError:
             return  # keep the previous hyperparameters; the next ask tries again
         with self._lock:
+            if device != self.device:  # moved meanwhile (``place``): this fit lives elsewhere
+                return
             if self._latest is None or fitted.n >= self._latest.fitted.n:
                 self._latest = _Fit(fitted, key)
 

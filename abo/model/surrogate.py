@@ -51,9 +51,8 @@ from botorch.optim.utils import get_parameters
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.means import Mean
 from gpytorch.mlls import ExactMarginalLogLikelihood
-from gpytorch.priors import GammaPrior, LogNormalPrior, NormalPrior
+from gpytorch.priors import GammaPrior, LogNormalPrior
 from torch import Tensor
 
 from abo.core.exceptions import AboWarning, SurrogateFitError
@@ -64,6 +63,7 @@ from abo.model.options import (  # observations above which the GP sees a subset
     MAX_EXACT,
     NOISE_MODES,
 )
+from abo.model.prior_mean import PriorMean as PriorMean  # a warm start's prior mean
 
 CLASSIFIER_LENGTHSCALE_FLOOR = 0.1
 """The failure classifier's shortest lengthscale (the unit cube): a failure region is a
@@ -84,48 +84,6 @@ NOISE_PRIOR = (-4.0, 1.0)  # LogNormal(loc, scale) of the learned noise (standar
 NOISE_PRIOR_MODE = math.exp(NOISE_PRIOR[0] - NOISE_PRIOR[1] ** 2)  # about 6.7e-3
 
 
-class _Source:
-    """A fixed GP's posterior mean as a function, ``mean(X) + k(x, X) @ alpha`` with ``alpha``
-    solved once: cheap inside another GP's mean, and shared, not copied, by the deep copies
-    a fantasy model makes (the source never changes)."""
-
-    def __init__(self, model: SingleTaskGP) -> None:
-        X = model.train_inputs[0]
-        y = model.train_targets
-        with torch.no_grad():
-            K = model.covar_module(X).to_dense() + model.likelihood.noise * torch.eye(
-                X.shape[0], dtype=X.dtype
-            )
-            L = torch.linalg.cholesky(K)
-            self.alpha = torch.cholesky_solve((y - model.mean_module(X)).unsqueeze(-1), L)
-        self.X = X
-        self.model = model
-
-    def __call__(self, x: Tensor) -> Tensor:
-        cross = self.model.covar_module(x, self.X).to_dense()
-        return self.model.mean_module(x) + (cross @ self.alpha).squeeze(-1)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Source:
-        return self
-
-
-class PriorMean(Mean):
-    """``c + w * m(x[columns])``: a fixed GP's posterior mean ``m`` (on its own standardised
-    scale) as the prior mean of another GP, with ``c`` and ``w`` learned
-    (``abo.spec.warm_start``)."""
-
-    def __init__(self, source: Any, columns: tuple[int, ...], weight_prior: tuple[float, float]):
-        super().__init__()
-        self._source = _Source(source)  # not a submodule: its hyperparameters stay fixed
-        self.columns = list(columns)
-        self.register_parameter("weight", torch.nn.Parameter(torch.ones(1, dtype=torch.double)))
-        self.register_parameter("constant", torch.nn.Parameter(torch.zeros(1, dtype=torch.double)))
-        self.register_prior("weight_prior", NormalPrior(*weight_prior), "weight")
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.constant + self.weight * self._source(x[..., self.columns])
-
-
 @dataclass(frozen=True)
 class FittedModel:
     """A fitted GP with the data it saw; ``n`` is its number of observations."""
@@ -135,7 +93,9 @@ class FittedModel:
     warm: bool
 
 
-def _lengthscale_prior(d: int, fidelity: tuple[int, ...] = ()) -> LogNormalPrior:
+def _lengthscale_prior(
+    d: int, fidelity: tuple[int, ...] = (), device: torch.device | None = None
+) -> LogNormalPrior:
     """The lengthscales' prior: Hvarfner et al.'s for every input, and for a fidelity's
     columns ``FIDELITY_LENGTHSCALE_PRIOR``, whose long lengthscales say that an evaluation at
     one fidelity is evidence about the others (why a study declares a fidelity at all)."""
@@ -143,8 +103,8 @@ def _lengthscale_prior(d: int, fidelity: tuple[int, ...] = ()) -> LogNormalPrior
     scale = math.sqrt(3)
     if not fidelity:
         return LogNormalPrior(loc=loc, scale=scale)
-    locs = torch.full((1, d), loc, dtype=torch.double)
-    scales = torch.full((1, d), scale, dtype=torch.double)
+    locs = torch.full((1, d), loc, dtype=torch.double, device=device)  # the GP's device: a
+    scales = torch.full((1, d), scale, dtype=torch.double, device=device)  # prior's not moved
     for i in fidelity:
         locs[0, i], scales[0, i] = FIDELITY_LENGTHSCALE_PRIOR
     return LogNormalPrior(loc=locs, scale=scales)
@@ -157,7 +117,7 @@ def _build(
     whose GP's mean becomes this one's prior mean (``PriorMean``)."""
     d = X.shape[-1]
     mean = {} if prior is None else {"mean_module": prior.mean_module()}
-    ls_prior = _lengthscale_prior(d, fidelity)
+    ls_prior = _lengthscale_prior(d, fidelity, X.device)
     floor = CLASSIFIER_LENGTHSCALE_FLOOR if noise == "classifier" else 2.5e-2
     mode = ls_prior.mode
     matern = MaternKernel(
@@ -178,14 +138,23 @@ def _build(
     )
     bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(X)
     if noise == "classifier":  # the Dirichlet targets' own, fixed noise: no interpolated spikes
-        return SingleTaskGP(
-            X,
-            Y,
-            train_Yvar=torch.full_like(Y, TARGET_NOISE),
-            covar_module=kernel,
-            outcome_transform=Standardize(m=1),
-            input_transform=Normalize(d=d, bounds=bounds),
-        )
+        given: dict[str, Any] = {"train_Yvar": torch.full_like(Y, TARGET_NOISE)}
+    else:
+        given = {"likelihood": _likelihood(noise), **mean}
+    gp = SingleTaskGP(
+        X,
+        Y,
+        covar_module=kernel,
+        outcome_transform=Standardize(m=1),
+        input_transform=Normalize(d=d, bounds=bounds),
+        **given,
+    )
+    # its priors, constraints and mean are made on the CPU: they follow X to its device
+    return gp if X.device.type == "cpu" else gp.to(X.device)
+
+
+def _likelihood(noise: str) -> GaussianLikelihood:
+    """The observation noise: learned under its prior (``"auto"``), or fixed at the floor."""
     noise_prior = LogNormalPrior(loc=NOISE_PRIOR[0], scale=NOISE_PRIOR[1])
     likelihood = GaussianLikelihood(
         noise_prior=noise_prior if noise == "auto" else None,
@@ -198,15 +167,7 @@ def _build(
     if noise == "deterministic":
         likelihood.noise = NOISE_FLOOR
         likelihood.raw_noise.requires_grad_(False)
-    return SingleTaskGP(
-        X,
-        Y,
-        likelihood=likelihood,
-        covar_module=kernel,
-        outcome_transform=Standardize(m=1),
-        input_transform=Normalize(d=d, bounds=bounds),
-        **mean,
-    )
+    return likelihood
 
 
 def _copy_hypers(source: SingleTaskGP, target: SingleTaskGP) -> None:
@@ -269,6 +230,7 @@ def _prior_draw(model: SingleTaskGP, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     prior = base.lengthscale_prior
     z = torch.randn(base.lengthscale.shape, generator=gen, dtype=torch.double)
+    z = z.to(base.lengthscale.device)  # drawn on the CPU: a seed means the same on any device
     draw = torch.exp(prior.loc + prior.scale * z).clamp(min=5e-2, max=1e2)
     with torch.no_grad():
         base.lengthscale = draw.to(base.lengthscale)

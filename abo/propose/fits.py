@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import torch
 from botorch.models import ModelListGP
 from torch import Tensor
 
@@ -48,6 +49,7 @@ class ProposalFits(ProposalData):
     objective_models: list[ModelManager]
     constraint_models: list[ModelManager]
     failure_models: ModelManager
+    device: torch.device  # where the GPs live (abo.model.device)
 
     def _first_fit_late(
         self,
@@ -164,11 +166,9 @@ class ProposalFits(ProposalData):
                 stacklevel=4,
             )
             return None, record
-        names = tuple(c.name for c in cons)
-        return (
-            Feasibility(names=names, models=tuple(models), observed=feasible, success=success),
-            ModelRecord(hypers=hypers, key=record.key, n=record.n),
-        )
+        names, observed_on = tuple(c.name for c in cons), feasible.to(self.device)
+        feasibility = Feasibility(names, tuple(models), observed_on, success=success)
+        return feasibility, ModelRecord(hypers=hypers, key=record.key, n=record.n)
 
     def _model_list(
         self,

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -44,6 +46,8 @@ from abo.acquisitions.registry import make_strategy
 from abo.core.exceptions import StrategyError
 from abo.core.space import ParamValue
 from abo.core.trial import ProposalRecord, Report, Trial, TrialState
+from abo.model.device import resolve_device
+from abo.model.options import MAX_EXACT, max_exact_for
 from abo.model.refit import ModelManager
 from abo.model.surrogate import FittedModel
 from abo.propose.data import OBSERVED, ProposalData
@@ -86,22 +90,33 @@ class Proposer(ProposalFits, ProposalDesign):
     Args:
         spec: the study's definition.
         refit: overrides the spec's refit policy in this process (the service: background).
+        device: overrides the spec's device in this process (``abo serve --device``).
     """
 
-    def __init__(self, spec: StudySpec, refit: str | None = None) -> None:
+    def __init__(
+        self, spec: StudySpec, refit: str | None = None, device: str | None = None
+    ) -> None:
         self.spec = spec
         self.strategy = make_strategy(spec.strategy, **dict(spec.strategy_options))
         fidelity = spec.fidelity_of
         columns = spec.space._slices[fidelity.parameter] if fidelity is not None else slice(0)
         self.fidelity_columns = tuple(range(columns.start or 0, columns.stop or 0))
         self.warm = WarmPrior(spec) if spec.warm_start_from else None  # abo.propose.warm_prior
+        # where the GPs and the search run (``place``); a warm start's prior GP lives on the
+        # CPU, so a warm-started study proposes there
+        self.device_setting = "cpu" if self.warm else device or spec.device
+        self.large_device = resolve_device(self.device_setting)  # AboError: an absent CUDA
+        auto = self.device_setting == "auto"
+        self.device = torch.device("cpu") if auto else self.large_device
+        max_exact = spec.max_exact or max_exact_for(self.device.type)
         self._ranked: list[dict[str, ParamValue]] | None = None  # its sources' best points
         self.models, *others = [
             ModelManager(
                 noise=spec.noise,
                 mode=refit or spec.refit,
                 max_staleness=spec.max_staleness,
-                max_exact=spec.max_exact,
+                max_exact=max_exact,
+                device=self.device,
                 fidelity=self.fidelity_columns,
                 prior=self.warm,
             )
@@ -118,14 +133,16 @@ class Proposer(ProposalFits, ProposalDesign):
             noise="classifier",
             mode=refit or spec.refit,
             max_staleness=spec.max_staleness,
-            max_exact=spec.max_exact,
+            max_exact=max_exact,
+            device=self.device,
         )
         self.constraint_models = [  # one GP per outcome constraint, of its slack
             ModelManager(
                 noise="auto",
                 mode=refit or spec.refit,
                 max_staleness=spec.max_staleness,
-                max_exact=spec.max_exact,
+                max_exact=max_exact,
+                device=self.device,
                 fidelity=self.fidelity_columns,
             )
             for _ in spec.constraints
@@ -235,6 +252,7 @@ class Proposer(ProposalFits, ProposalDesign):
             torch.manual_seed(seed)
             if needs_model:
                 observed, X, Y, lam = self.model_data(trials, reports)
+                self.place(X.shape[0])
                 stored = stored_model(trials)
                 fitted, model = self._model(observed, X, Y, stored, hurried=pace is not None)
                 feasibility, model = self._feasibility(
@@ -249,6 +267,7 @@ class Proposer(ProposalFits, ProposalDesign):
                 trials, fitted, X, Y, X_pending, seed, n_workers, pace, feasibility, reports
             )
             proposal = self._strategy_points(ctx, m, fallback=needs_model and fitted is None)
+        proposal = Proposal(proposal.X.cpu(), proposal.info)  # no copy on the CPU
         seconds = time.perf_counter() - t0
         common: dict[str, Any] = {
             "seconds": round(seconds / m, 6),
@@ -260,6 +279,19 @@ class Proposer(ProposalFits, ProposalDesign):
             "fallback": needs_model and fitted is None,
         }
         return proposal.X, self._records(proposal, common, lam)
+
+    def place(self, n: int) -> None:
+        """With ``device="auto"`` on a machine with CUDA: the CPU while it fits all ``n``
+        observations (``MAX_EXACT``; small GPs are faster there, and propose exactly what a
+        machine without CUDA would), the CUDA device beyond, where the GP stays exact."""
+        if self.device_setting != "auto" or self.large_device.type == "cpu":
+            return
+        device = self.large_device if n > MAX_EXACT else torch.device("cpu")
+        if device != self.device:
+            self.device = device
+            max_exact = self.spec.max_exact or max_exact_for(device.type)
+            for manager in [*self.objective_models, *self.constraint_models, self.failure_models]:
+                manager.place(device, max_exact)
 
     def _context(
         self,
@@ -276,14 +308,23 @@ class Proposer(ProposalFits, ProposalDesign):
     ) -> ProposalContext:
         """What the strategy is handed: the model and its data, the busy points, the space,
         the seeded generator and the study's state (``abo.acquisitions.base``)."""
+        device = self.device  # the model's data, busy points and bounds go where the GP is
+        fidelity = self.fidelity_levels(trials, reports)
+        if fidelity is not None and device.type != "cpu":
+            levels, costs = fidelity.levels.to(device), fidelity.costs.to(device)
+            fidelity = replace(fidelity, levels=levels, costs=costs)
+        linear = [(i.to(device), c.to(device), r) for i, c, r in self._unit_linear]
+        round_ = self.spec.space.round
+        if device.type != "cpu":  # the space rounds on the CPU
+            round_ = partial(_round_on_cpu, self.spec.space.round)
         return ProposalContext(
             model=fitted.model if fitted else None,
-            X=X,
-            Y=Y,
-            X_pending=X_pending,
-            bounds=self.spec.space.bounds,
+            X=X.to(device),
+            Y=Y.to(device),
+            X_pending=X_pending.to(device),
+            bounds=self.spec.space.bounds.to(device),
             generator=torch.Generator().manual_seed(seed),
-            round=self.spec.space.round,
+            round=round_,
             n_trials=len(trials),
             n_workers=n_workers,
             n_initial=self.spec.resolved_n_initial,
@@ -291,8 +332,8 @@ class Proposer(ProposalFits, ProposalDesign):
             pace=pace,
             ref_point=self.ref_point(trials),
             feasibility=feasibility,
-            inequality_constraints=self._unit_linear or None,
-            fidelity=self.fidelity_levels(trials, reports),
+            inequality_constraints=linear or None,
+            fidelity=fidelity,
         )
 
     def _strategy_points(self, ctx: ProposalContext, m: int, fallback: bool) -> Proposal:
@@ -319,6 +360,8 @@ class Proposer(ProposalFits, ProposalDesign):
             details = {k: v for k, v in info.items() if k not in ("strategy", "arm")}
             if lam is not None:
                 details["output_lambda"] = round(lam, 6)  # the power transform's exponent
+            if self.device.type != "cpu" and common.get("model") is not None:
+                details["device"] = str(self.device)  # where the GP and the search ran
             arm = info.get("arm")
             records.append(
                 ProposalRecord(
@@ -329,3 +372,8 @@ class Proposer(ProposalFits, ProposalDesign):
                 )
             )
         return records
+
+
+def _round_on_cpu(round_: Any, X: Tensor) -> Tensor:
+    """``round_`` (the space's) applied on the CPU, the result back on ``X``'s device."""
+    return round_(X.cpu()).to(X.device)

@@ -1,5 +1,5 @@
 """The model side of a warm start (``abo.spec.warm_start``): the sources' GP, fitted once, whose
-posterior mean is the prior mean of the study's GP (``abo.model.surrogate.PriorMean``)."""
+posterior mean is the prior mean of the study's GP (``abo.model.prior_mean.PriorMean``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from abo.core.space import INACTIVE
+from abo.model.options import MAX_EXACT
 from abo.model.warping import warp
 from abo.spec.study_spec import StudySpec
 from abo.spec.warm_start import WEIGHT_PRIOR, error, span, unresolved
@@ -17,7 +18,7 @@ from abo.spec.warm_start import WEIGHT_PRIOR, error, span, unresolved
 
 class WarmPrior:
     """The sources of a study's warm start as a GP, whose posterior mean is the new GP's prior
-    mean (``abo.model.surrogate.PriorMean``); picklable (the refit process rebuilds the GP from its
+    mean (``abo.model.prior_mean.PriorMean``); picklable (the refit process rebuilds the GP from its
     hyperparameters, fitted once)."""
 
     def __init__(self, spec: StudySpec) -> None:
@@ -42,7 +43,7 @@ class WarmPrior:
         self.names = tuple(names)
         self.columns = tuple(i for n in names for i in range(*span(space, n)))
         self.noise = spec.noise
-        self.max_exact = spec.max_exact
+        self.max_exact = spec.max_exact or MAX_EXACT  # on the CPU (abo.propose.proposer)
         blocks_X, blocks_Y = [], []
         for s in sources:
             sign = 1.0 if s["direction"] == "maximize" else -1.0  # utilities: larger is better
@@ -86,7 +87,7 @@ class WarmPrior:
 
     def mean_module(self) -> Any:
         """A fresh ``PriorMean`` over this prior's GP, for a new GP of the study."""
-        from abo.model.surrogate import PriorMean
+        from abo.model.prior_mean import PriorMean
 
         return PriorMean(self.source(), self.columns, WEIGHT_PRIOR)
 

@@ -176,6 +176,7 @@ def create_app(
     max_ask_batch: int = DEFAULT_MAX_ASK_BATCH,
     ask_threads: int = 4,
     token_file: str | FilePath | None = None,
+    device: str | None = None,
 ) -> FastAPI:
     """The service on ``storage_url`` (SQLite file or PostgreSQL URL).
 
@@ -192,6 +193,8 @@ def create_app(
             beyond it an ask gets 503 ``busy`` with ``Retry-After``.
         max_ask_batch: most trials one proposal round starts for the asks waiting together.
         ask_threads: proposal rounds that run at once (for different studies).
+        device: where this service's GPs and searches run for every study ('cpu', 'cuda',
+            'cuda:N' or 'auto'), instead of each study's own ``device``.
 
     Raises:
         StorageError: the storage cannot be opened or written (read-only, immutable, a
@@ -206,7 +209,11 @@ def create_app(
         read_tokens(token_file, env=False)  # AboError now for a missing or empty file
     tokens = TokenSet([token] if isinstance(token, str) else (token or []), token_file)
     storage = _writable_storage(storage_url)
-    state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads)
+    if device is not None:
+        from abo.model.device import resolve_device
+
+        resolve_device(device)  # AboError now for a device this machine does not have
+    state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads, device)
     app = FastAPI(
         lifespan=_lifespan(state, tokens, token_file is not None),
         title="abo",

@@ -42,15 +42,17 @@ class ServiceState:
         max_waiting_asks: int = 256,
         max_ask_batch: int = 64,
         ask_threads: int = 4,
+        device: str | None = None,
     ) -> None:
         self.storage = storage
+        self.device = device  # overrides each study's device in this process
         self.asks = AskLines(max_waiting_asks, max_ask_batch, ask_threads)
         self.health = WriteHealth()
         self._studies: dict[str, Study] = {}
         self._lock = threading.Lock()
 
     def _open(self, record: Any) -> Study:
-        return Study(self.storage, record, refit="background")
+        return Study(self.storage, record, refit="background", device=self.device)
 
     def load(self, name: str) -> StudyRecord:
         """The storage's record of the study called ``name``; ``StudyNotFoundError`` naming

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from abo.core.exceptions import AboError, InvalidValueError
 from abo.core.outcomes import Objective, check_number, constraints, finite_float, objectives, shown
+from abo.model.options import DEVICE_FORM, DEVICES
 from abo.model.options import NOISE_MODES as NOISE_MODES
 from abo.model.options import OUTPUT_TRANSFORMS as OUTPUT_TRANSFORMS
 from abo.model.options import REFIT_MODES as REFIT_MODES
@@ -49,7 +50,10 @@ def check_model(spec: StudySpec) -> None:
     _check_choice(spec.refit, "refit", REFIT_MODES)
     if spec.max_staleness is not None:
         _check_int(spec.max_staleness, "max_staleness", 0, 10**9, "a non-negative integer")
-    _check_int(spec.max_exact, "max_exact", 10, 10**7, "an integer of at least 10")
+    if spec.max_exact is not None:
+        _check_int(spec.max_exact, "max_exact", 10, 10**7, "an integer of at least 10")
+    if not isinstance(spec.device, str) or not DEVICE_FORM.match(spec.device):
+        raise AboError(f"device: expected {DEVICES}, got {shown(spec.device)}", field="device")
     _check_choice(spec.output_transform, "output_transform", OUTPUT_TRANSFORMS)
     _check_choice(spec.failure_model, "failure_model", FAILURE_MODELS)
 

@@ -103,9 +103,20 @@ class StudySpec:
             "results that arrive during two refits at the measured pace when those are more)."
         ),
     )
-    max_exact: int = field(
-        default=MAX_EXACT,
-        metadata=_doc("The most observations the GP is fitted on (a subset above it)."),
+    max_exact: int | None = field(
+        default=None,
+        metadata=_doc(
+            "The most observations the GP is fitted on (a subset above it); default: chosen "
+            "for the device, 500 on a CPU and 20,000 on a CUDA device."
+        ),
+    )
+    device: str = field(
+        default="auto",
+        metadata=_doc(
+            "Where the GP and the acquisition search run: 'auto' (a CUDA device when torch "
+            "sees one, else the CPU), 'cpu', 'cuda' or 'cuda:N'; resolved by each process "
+            "that proposes."
+        ),
     )
     reference_point: Mapping[str, float] | None = field(
         default=None,

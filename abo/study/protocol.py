@@ -2,7 +2,8 @@
 
 The asynchronous loop, the CLI and the plots are written against this protocol, so they drive
 a study in this process and one on a service alike. Both implement it through one base class,
-``abo.study.api.StudyAPI``, and one contract suite runs over both (``tests/study/test_study_like.py``).
+``abo.study.api.StudyAPI``, and one contract suite runs over both
+(``tests/study/test_study_like.py``).
 """
 
 from __future__ import annotations

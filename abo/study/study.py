@@ -43,6 +43,7 @@ from abo.core.outcomes import check_number
 from abo.core.space import Space
 from abo.core.stopping import make_rule
 from abo.core.trial import ProposalRecord, Report, Trial, TrialState
+from abo.model.device import resolve_device
 from abo.model.threads import torch_threads
 from abo.propose.proposer import Proposer
 from abo.spec.options_check import check_existing, check_load_if_exists
@@ -65,12 +66,19 @@ class Study(StudyAPI):
     checks are ``abo.study.api.StudyAPI``'s; this class runs them against the storage.
     """
 
-    def __init__(self, storage: Storage, record: StudyRecord, refit: str | None = None) -> None:
-        """Wrap a stored study; ``refit`` overrides its refit policy in this process only."""
+    def __init__(
+        self,
+        storage: Storage,
+        record: StudyRecord,
+        refit: str | None = None,
+        device: str | None = None,
+    ) -> None:
+        """Wrap a stored study; ``refit`` and ``device`` override its refit policy and its
+        device in this process only."""
         self._storage = storage
         self._record = record
         self._name, self._spec = record.name, record.spec
-        self._proposer = Proposer(record.spec, refit)
+        self._proposer = Proposer(record.spec, refit, device)
         self._models = self._proposer.models  # the refit machinery, for tests and benchmarks
         self._lock = threading.RLock()
         self._rule = make_rule(record.spec.stopping)
@@ -306,6 +314,7 @@ def create_study(
         options["strategy"] = strategy
     warm = options.pop("warm_start_from", None)
     spec = StudySpec.create(space, outcomes=outcomes, direction=direction, seed=seed, **options)
+    resolve_device(spec.device)  # a CUDA device asked for and absent: nothing is stored
     store = open_storage(storage)
     if warm:  # the sources' results as a snapshot, so the study never depends on them again
         spec = _warm_started(spec, store, warm, outcomes, direction, options)

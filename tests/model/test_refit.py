@@ -249,12 +249,18 @@ def test_background_models_of_one_refit_share_playbooks_lipschitz_cache() -> Non
     assert torch.allclose(estimate_lipschitz(first.model, bounds, busy, box), L1)
 
 
-def test_every_entry_point_defaults_max_exact_to_the_surrogates_cap() -> None:
+def test_every_entry_point_leaves_max_exact_to_the_device_and_a_cpu_takes_the_cap() -> None:
+    """Python and HTTP default to ``None`` (chosen for the device); on this CPU machine the
+    study's GPs then fit at most ``MAX_EXACT`` observations."""
+    from abo.propose.proposer import Proposer
     from abo.service.schemas import StudyCreate
     from abo.spec.study_spec import StudySpec
 
-    assert StudySpec(space=abo.Space({"x": abo.Float(0, 1)})).max_exact == refit_module.MAX_EXACT
-    assert StudyCreate(name="s", space={}).max_exact == refit_module.MAX_EXACT
+    spec = StudySpec(space=abo.Space({"x": abo.Float(0, 1)}))
+    assert spec.max_exact is None and StudyCreate(name="s", space={}).max_exact is None
+    proposer = Proposer(StudySpec.create(abo.Space({"x": abo.Float(0, 1)}), device="cpu"))
+    assert proposer.models.max_exact == refit_module.MAX_EXACT == 500
+    assert proposer.device.type == "cpu"
 
 
 @pytest.mark.slow

@@ -153,3 +153,23 @@ def test_outcomes_can_be_declared_with_the_public_classes() -> None:
     outcomes = [abo.Objective("loss"), abo.Constraint("memory_gb", "<=", 40)]
     study = abo.create_study(space, outcomes=outcomes)
     assert study.spec.constraints == (abo.Constraint("memory_gb", "<=", 40.0),)
+
+
+def test_type_checkers_see_every_public_name() -> None:
+    """``abo/__init__.py`` imports each name of ``abo.__all__`` under ``TYPE_CHECKING`` too
+    (what mypy, IDEs and the API reference read; the lazy ``__getattr__`` is invisible to
+    them): ``abo.StrategyError`` was missing there once."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(abo.__file__).read_text())
+    (block,) = [
+        n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+    ]
+    seen = {
+        alias.asname or alias.name
+        for node in ast.walk(block)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert set(abo.__all__) - {"__version__"} - seen == set()
