@@ -208,11 +208,11 @@ def create_app(
     if token_file is not None:
         read_tokens(token_file, env=False)  # AboError now for a missing or empty file
     tokens = TokenSet([token] if isinstance(token, str) else (token or []), token_file)
-    storage = _writable_storage(storage_url)
     if device is not None:
         from abo.model.device import resolve_device
 
         resolve_device(device)  # AboError now for a device this machine does not have
+    storage = _writable_storage(storage_url)
     state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads, device)
     app = FastAPI(
         lifespan=_lifespan(state, tokens, token_file is not None),

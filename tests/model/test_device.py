@@ -167,3 +167,21 @@ def test_on_cuda_the_gp_is_exact_on_thousands_and_auto_moves_there_past_the_cpus
     assert trial.proposal.details["device"].startswith("cuda")
     late = auto.ask().proposal
     assert late.details["device"].startswith("cuda") and late.gp_points == 600
+
+
+@no_cuda
+def test_abo_serve_refuses_a_cuda_device_it_does_not_have(tmp_path) -> None:
+    """``abo serve --device cuda`` on this machine: exit 1 and one line naming ``device``,
+    before it listens; ``--device cpu`` is accepted (checked by ``--help`` listing it)."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "abo.cli.main", "serve", "--storage", f"sqlite:///{tmp_path}/x.db"]
+    proc = subprocess.run(
+        [*cmd, "--device", "cuda", "--port", "1"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "device" in proc.stderr and "no CUDA device" in proc.stderr
+    assert not (tmp_path / "x.db").exists()  # it stopped before touching the storage
+    helped = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, timeout=120)
+    assert "--device" in helped.stdout
