@@ -203,6 +203,7 @@ def all_methods() -> dict[str, MethodSpec]:
     specs["auto+worst"] = MethodSpec("auto+worst", _abo("auto", failure_model="worst"))
     specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"), objectives=ANY)
     specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"), objectives=ANY)
+    specs["optuna-cmaes"] = MethodSpec("optuna-cmaes", _optuna("cmaes"), objectives=SINGLE)
     specs["optuna-nsga2"] = MethodSpec("optuna-nsga2", _optuna("nsga2"), objectives=SEVERAL)
     return specs
 

@@ -97,6 +97,7 @@ def _make(name: str, build: Callable[[], Any]) -> Callable[[], MOProblem]:
 MO_PROBLEMS: dict[str, Callable[[], MOProblem]] = {
     "branincurrin": _make("branincurrin", BraninCurrin),
     "dtlz2": _make("dtlz2", lambda: DTLZ2(dim=6, num_objectives=2)),
+    "dtlz2-20": _make("dtlz2-20", lambda: DTLZ2(dim=20, num_objectives=2)),  # a wide space
     "zdt2": _make("zdt2", lambda: ZDT2(dim=6)),
     "vehiclesafety": _make("vehiclesafety", VehicleSafety),
 }

@@ -126,6 +126,8 @@ class OptunaMethod:
         if sampler == "gp":
             # The model starts after the shared initial design, as abo's does.
             made = optuna.samplers.GPSampler(seed=seed, n_startup_trials=n_initial)
+        elif sampler == "cmaes":  # after the same initial design; told points seed it
+            made = optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=n_initial)
         elif sampler == "tpe":
             made = optuna.samplers.TPESampler(
                 seed=seed, constant_liar=True, multivariate=True, n_startup_trials=n_initial

@@ -71,6 +71,27 @@ def _noisy(name: str, base: Callable[[], Problem], sd: float) -> Callable[[], No
 _branin = _make("branin", Branin)
 _hartmann6 = _make("hartmann6", lambda: Hartmann(dim=6))
 
+
+def _embedded(name: str, fn: Any, dim: int) -> Callable[[], Problem]:
+    """``fn``'s problem hidden among ``dim`` parameters: it reads a fixed, seeded choice of
+    its own number of them (in that order) and ignores the rest."""
+
+    def build() -> Problem:
+        inner = _make(name, fn)()
+        rng = np.random.default_rng(dim)  # the same hidden coordinates in every run
+        active = np.sort(rng.choice(dim, size=inner.dim, replace=False))
+
+        def evaluate(x: np.ndarray) -> float:
+            if x.shape != (dim,):
+                raise ValueError(f"x: expected {dim} values, got shape {x.shape}")
+            return inner(x[active])
+
+        return Problem(name, dim, inner.optimum, evaluate)
+
+    build.__doc__ = f"{name}: a problem read from {dim} parameters, most of them inert."
+    return build
+
+
 PROBLEMS: dict[str, Callable[[], AnyProblem]] = {
     "branin": _branin,
     "hartmann6": _hartmann6,
@@ -81,6 +102,12 @@ PROBLEMS: dict[str, Callable[[], AnyProblem]] = {
     # values from 0 to about 1e7 on [-5, 10]^8: a few huge values dominate a GP of raw values
     "rosenbrock8": _make("rosenbrock8", lambda: Rosenbrock(dim=8)),
     "hartmann6-noisy": _noisy("hartmann6-noisy", _hartmann6, 0.1),
+    # wide spaces (issue: long campaigns and wide spaces)
+    "ackley20": _make("ackley20", lambda: Ackley(dim=20)),
+    "ackley50": _make("ackley50", lambda: Ackley(dim=50)),
+    "rosenbrock20": _make("rosenbrock20", lambda: Rosenbrock(dim=20)),
+    "branin-in-100": _embedded("branin-in-100", Branin, 100),
+    "hartmann6-in-100": _embedded("hartmann6-in-100", lambda: Hartmann(dim=6), 100),
     "branin-noisy": _noisy("branin-noisy", _branin, 1.0),
     **MO_PROBLEMS,
     **CONSTRAINED_PROBLEMS,
@@ -239,6 +266,22 @@ SUITES: dict[str, Suite] = {
         10,
         methods=("auto", "auto+worst", "random", "optuna-gp", "optuna-tpe"),
         strategy_options=SMOKE_OPTIONS,
+    ),
+    # wide spaces: 20 to 100 parameters, budgets of 20 x d or 1,000 (the smaller), 8 and 32
+    # busy points, against CMA-ES, TPE, GPSampler and random search
+    "wide": Suite(
+        "wide",
+        {
+            "ackley20": 400,
+            "ackley50": 1000,
+            "rosenbrock20": 400,
+            "branin-in-100": 1000,
+            "hartmann6-in-100": 1000,
+            "dtlz2-20": 400,
+        },
+        (8, 32),
+        10,
+        methods=("auto", "random", "optuna-cmaes", "optuna-tpe", "optuna-gp"),
     ),
     "tiny-mo": Suite("tiny-mo", {"branincurrin": 8}, (2,), 1, methods=("random", "optuna-tpe")),
     "tiny": Suite(
