@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from abo.spec.study_spec import default_n_initial
 from benchmarks.constrained_problems import ConstrainedProblem
 from benchmarks.methods import method_spec
 from benchmarks.mo_problems import MOProblem, hypervolume
@@ -90,7 +91,7 @@ def simulate_run(
     """
     spec = method_spec(method)
     workers = spec.workers(k)
-    n0 = 2 * problem.dim
+    n0 = default_n_initial(problem.dim)  # abo's default design, shared by every method
     if k < 1 or not n0 <= budget:
         raise ValueError(f"k/budget: need k >= 1 and budget >= {n0}, got k={k}, budget={budget}")
     taus = sample_durations(durations, budget, np.random.default_rng([seed, 2]))

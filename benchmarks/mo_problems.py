@@ -10,6 +10,7 @@ known (or best-known) Pareto front, BoTorch's ``max_hv``:
 * ``branincurrin`` (2-D, 2 objectives): ``max_hv = 59.3601`` (BoTorch: approximated with
   NSGA-II);
 * ``dtlz2`` (6-D, 2 objectives): ``max_hv = 0.424602``, exact (a quarter circle);
+* ``dtlz2-20``: the same in 20 dimensions (the wide-space suite), the same front;
 * ``zdt2`` (6-D, 2 objectives): ``max_hv = 120.333``, exact (a concave front, harder for
   scalarisations than ZDT1's convex one);
 * ``vehiclesafety`` (5-D, 3 objectives, native box ``[1, 3]^5``): ``max_hv = 246.816``, the

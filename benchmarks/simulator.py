@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy.stats import qmc
 
+from abo.spec.study_spec import default_n_initial
 from benchmarks.problems import Problem
 
 DURATIONS = ("halfnormal", "exponential", "pareto", "uniform")
@@ -231,12 +232,12 @@ def simulate(
         budget: total evaluations, the initial design included.
         seed: fixes the initial design, the duration stream and the method's own seed.
         durations: ``"halfnormal"`` (mean 1), ``"exponential"``, ``"pareto"`` or ``"uniform"``.
-        n_initial: size of the free initial design (default ``2 * dim``).
+        n_initial: size of the free initial design (default abo's, ``default_n_initial``).
         method_name: the name to record for a factory.
     """
     if k < 1:
         raise ValueError(f"k: expected at least one worker, got {k}")
-    n0 = 2 * problem.dim if n_initial is None else n_initial
+    n0 = default_n_initial(problem.dim) if n_initial is None else n_initial
     if not 1 <= n0 <= budget:
         raise ValueError(f"budget: must be at least the initial design ({n0}), got {budget}")
     if isinstance(method, str):

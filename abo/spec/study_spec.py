@@ -40,6 +40,15 @@ from abo.spec.checks import OUTPUT_TRANSFORMS as OUTPUT_TRANSFORMS
 from abo.spec.checks import REFIT_MODES as REFIT_MODES
 
 
+def default_n_initial(d: int) -> int:
+    """The initial design's default size for ``d`` parameters: 2 per parameter (at least 2) up
+    to 10 parameters, then 20 and one more per 5 parameters (38 for 100). In wide spaces 2 per
+    parameter spent most of a budget before the model started: Hartmann-6 hidden among 100
+    parameters, 300 evaluations with 8 busy points, ended at regrets 0.12 and 0.15 with 200
+    design points and 3e-5 and 2e-4 with 38 (seeds 0 and 1), its model's asks cheaper too."""
+    return max(2, 2 * d) if d <= 10 else 20 + (d - 10) // 5
+
+
 def _doc(text: str) -> dict[str, str]:
     return {"doc": text}
 
@@ -73,7 +82,10 @@ class StudySpec:
     )
     n_initial: int | None = field(
         default=None,
-        metadata=_doc("Quasi-random points before the model (default 2 x parameters, >= 2)."),
+        metadata=_doc(
+            "Quasi-random points before the model (default 2 x parameters up to 10, at least "
+            "2; beyond 10 parameters, 20 and one more per 5 parameters)."
+        ),
     )
     lease_seconds: float = field(
         default=24 * 3600.0,
@@ -334,12 +346,12 @@ class StudySpec:
 
     @property
     def resolved_n_initial(self) -> int:
-        """Size of the initial design (default ``2 *`` parameters, at least 2, counting those
-        one configuration has at most in a conditional space; 2 with a warm start, whose
-        sources' best points it holds and whose GP guides the rest)."""
+        """Size of the initial design (``default_n_initial`` of the parameters one
+        configuration has at most in a conditional space; 2 with a warm start, whose sources'
+        best points it holds and whose GP guides the rest)."""
         if self.n_initial is not None:
             return self.n_initial
-        return 2 if self.warm_start_from else max(2, 2 * self.space.max_active())
+        return 2 if self.warm_start_from else default_n_initial(self.space.max_active())
 
     def replace(self, **changes: Any) -> StudySpec:
         spec = replace(self, **changes)

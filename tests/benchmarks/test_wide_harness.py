@@ -40,3 +40,12 @@ def test_cma_es_runs_in_the_asynchronous_harness() -> None:
     assert len(curve) == 50 and min(curve) >= 0.0
     assert all(b <= a for a, b in zip(curve, curve[1:], strict=False))
     assert len(run["proposal_seconds"]) == 50 - run["n_initial"]  # CMA-ES asked the rest
+
+
+def test_the_design_size_study_runs_a_small_wide_problem() -> None:
+    from benchmarks.wide_design import run
+
+    out = run("hartmann6", dim=12, budget=24, busy=3, seed=0, design="default")
+    assert out["n_initial"] == 20 and out["model_asks"] == 4  # the design, then the model
+    assert out["regret"] == out["best"] + 3.32237 and out["regret"] > 0
+    assert out["ask_p95"] >= out["ask_p50"] > 0

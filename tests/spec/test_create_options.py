@@ -130,3 +130,24 @@ def test_differences_compare_normalised_values() -> None:
         "noise": ("auto", "deterministic"),
         "strategy_options": ({}, {"k": 1}),
     }
+
+
+def test_the_default_design_is_two_per_parameter_up_to_ten_then_grows_slowly() -> None:
+    """2 x parameters for 1 to 10 parameters (unchanged from before), then 20 and one more
+    per 5 parameters: a 100-parameter study's model starts after 38 points, not 200."""
+    from abo.spec.study_spec import default_n_initial
+
+    def design(d: int) -> int:
+        space = abo.Space({f"x{i}": abo.Float(0.0, 1.0) for i in range(d)})
+        return abo.create_study(space, seed=0).spec.resolved_n_initial
+
+    assert [design(d) for d in (1, 2, 6, 10)] == [2, 4, 12, 20]
+    assert [design(d) for d in (11, 15, 20, 50, 100)] == [20, 21, 22, 28, 38]
+    assert [default_n_initial(d) for d in (300, 1000)] == [78, 218]
+    assert design(100) == len([t for t in _asked(100, 40) if t.proposal.strategy == "sobol"])
+
+
+def _asked(d: int, n: int) -> list[abo.Trial]:
+    space = abo.Space({f"x{i}": abo.Float(0.0, 1.0) for i in range(d)})
+    study = abo.create_study(space, seed=0, strategy="random")
+    return study.ask_batch(n)
