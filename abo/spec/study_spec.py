@@ -41,11 +41,8 @@ from abo.spec.checks import REFIT_MODES as REFIT_MODES
 
 
 def default_n_initial(d: int) -> int:
-    """The initial design's default size for ``d`` parameters: 2 per parameter (at least 2) up
-    to 10 parameters, then 20 and one more per 5 parameters (38 for 100). In wide spaces 2 per
-    parameter spent most of a budget before the model started: Hartmann-6 hidden among 100
-    parameters, 300 evaluations with 8 busy points, ended at regrets 0.12 and 0.15 with 200
-    design points and 3e-5 and 2e-4 with 38 (seeds 0 and 1), its model's asks cheaper too."""
+    """The default initial design for ``d`` parameters: 2 each (at least 2) up to 10, then 20
+    and one more per 5 (38 for 100; docs/benchmarks.md, "Wide spaces")."""
     return max(2, 2 * d) if d <= 10 else 20 + (d - 10) // 5
 
 
@@ -83,8 +80,7 @@ class StudySpec:
     n_initial: int | None = field(
         default=None,
         metadata=_doc(
-            "Quasi-random points before the model (default 2 x parameters up to 10, at least "
-            "2; beyond 10 parameters, 20 and one more per 5 parameters)."
+            "Quasi-random points before the model (2 x parameters; past 10, 20 + 1 per 5)."
         ),
     )
     lease_seconds: float = field(
