@@ -258,8 +258,25 @@ def environment() -> dict[str, str]:
         "numpy": numpy.__version__,
         "scipy": scipy.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_features": cpu_features(),
         "machine": platform.machine(),
     }
+
+
+SIMD_PREFIXES = ("avx", "amx", "fma", "sse4")
+
+
+def cpu_features() -> str:
+    """The CPU's vector-instruction flags (Linux's ``/proc/cpuinfo``; empty elsewhere): BLAS
+    picks its kernels by them, and two machines that torch calls alike (``AVX512``) gave
+    different digests from the same libraries when their flags differed."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            line = next((ln for ln in info if ln.startswith("flags")), "")
+    except OSError:
+        return ""
+    flags = line.partition(":")[2].split()
+    return " ".join(sorted(f for f in flags if f.startswith(SIMD_PREFIXES)))
 
 
 def fingerprint(
