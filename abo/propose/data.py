@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -24,24 +25,37 @@ OBSERVED = (TrialState.DONE, TrialState.STOPPED)  # trials the GP models at thei
 
 class ProposalData:
     """The data the GPs and the strategy see, from a snapshot of the trials (``Proposer``'s
-    base: it sets ``spec``, ``multi`` and the encoding cache ``_units``)."""
+    base: it sets ``spec``, ``multi`` and the encoding cache:
+    ``_unit_rows`` and ``_unit_table``)."""
 
     spec: StudySpec
     multi: bool  # several objectives
-    _units: dict[int, list[float]]  # unit-cube encodings by trial id
+    _unit_rows: dict[int, int]  # trial id -> its row of ``_unit_table``
+    _unit_table: Tensor  # every encoded trial's unit-cube row, in order of first encoding
+    _unit_lock: threading.Lock
 
     def unit(self, trials: Sequence[Trial]) -> Tensor:
-        """``n x D`` unit-cube encodings of the trials' parameters, cached per trial id (a
-        trial's parameters never change), so a study of thousands of trials encodes each once."""
-        rows = []
-        for t in trials:
-            row = self._units.get(t.id)
-            if row is None:
-                row = self._units[t.id] = self.spec.space.to_unit(t.params).tolist()
-            rows.append(row)
-        if not rows:
-            return torch.zeros(0, self.spec.space.dim, dtype=torch.double)
-        return torch.tensor(rows, dtype=torch.double)
+        """``n x D`` unit-cube encodings of the trials' parameters.
+
+        Each trial is encoded once (its parameters never change) into a row of one growing
+        table, and a call gathers its rows by position: at 10,000 trials building the tensor
+        from Python lists on every call cost more than the GP's prediction.
+        """
+        dim = self.spec.space.dim
+        with self._unit_lock:  # proposal threads of one study may share this cache
+            rows = self._unit_rows
+            new = [t for t in trials if t.id not in rows]
+            if new:
+                encoded = torch.tensor(
+                    [self.spec.space.to_unit(t.params).tolist() for t in new], dtype=torch.double
+                ).reshape(len(new), dim)
+                start = len(self._unit_table)
+                for i, t in enumerate(new):
+                    rows.setdefault(t.id, start + i)  # a trial listed twice keeps its first row
+                self._unit_table = torch.cat([self._unit_table, encoded])
+            if not trials:
+                return torch.zeros(0, dim, dtype=torch.double)
+            return self._unit_table[torch.tensor([rows[t.id] for t in trials])]
 
     def observations(
         self, trials: Sequence[Trial], reports: Mapping[int, Sequence[Report]] | None = None
@@ -68,7 +82,12 @@ class ProposalData:
         of its last report, at its step.
         """
         objs = self.spec.objectives
-        done = [t for t in trials if t.state in OBSERVED and all(o.name in t.values for o in objs)]
+        names = [o.name for o in objs]
+        if len(names) == 1:  # the common case, without a generator per trial
+            name = names[0]
+            done = [t for t in trials if t.state in OBSERVED and name in t.values]
+        else:
+            done = [t for t in trials if t.state in OBSERVED and all(n in t.values for n in names)]
         fidelity = self.spec.fidelity_of
         if fidelity is not None and fidelity.numeric and reports:
             done = [t for t in done if not (t.state is TrialState.STOPPED and reports.get(t.id))]
@@ -78,11 +97,18 @@ class ProposalData:
         failed = [t for t in trials if t.state is TrialState.FAILED]
         if self.classifies(trials):
             failed = []
-        utilities = [[o.sign * t.values[o.name] for o in objs] for t in done]
-        worst = [min(column) for column in zip(*utilities, strict=True)] if utilities else []
-        observed = [*done, *failed] if utilities else list(done)
-        Y = utilities + ([worst] * len(failed) if utilities else [])
-        Y_t = torch.tensor(Y, dtype=torch.double).reshape(-1, len(objs))
+        # utilities as one flat list of floats: a list per trial would be 10,000 objects for
+        # Python's garbage collector to chase on every ask of a long study
+        m = len(objs)
+        if m == 1:
+            sign, name = objs[0].sign, objs[0].name
+            flat = [sign * t.values[name] for t in done]
+        else:
+            flat = [o.sign * t.values[o.name] for t in done for o in objs]
+        Y_t = torch.tensor(flat, dtype=torch.double).reshape(len(done), m)
+        observed = [*done, *failed] if done else list(done)
+        if done and failed:  # failed trials at the worst utility seen, objective by objective
+            Y_t = torch.cat([Y_t, Y_t.min(dim=0).values.expand(len(failed), m)])
         return observed, self.unit(observed), Y_t
 
     def _projected(
@@ -145,7 +171,7 @@ class ProposalData:
         (or resolves to) ``"classifier"`` and some trial failed and some succeeded."""
         if self.spec.resolved_failure_model != "classifier":
             return False
-        states = {t.state for t in trials}
+        states = [t.state for t in trials]  # ``in`` on a list tests identity first: no hashing
         return TrialState.FAILED in states and TrialState.DONE in states
 
     def failure_data(self, trials: Sequence[Trial]) -> tuple[tuple[int, ...], Tensor, Tensor]:

@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -147,7 +148,9 @@ class Proposer(ProposalFits, ProposalDesign):
             )
             for _ in spec.constraints
         ]
-        self._units: dict[int, list[float]] = {}
+        self._unit_rows: dict[int, int] = {}
+        self._unit_table = torch.zeros(0, spec.space.dim, dtype=torch.double)
+        self._unit_lock = threading.Lock()
 
     # -- proposing ----------------------------------------------------------------------------
     def propose(
