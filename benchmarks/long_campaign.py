@@ -11,9 +11,15 @@ After every ``--window`` results it prints one JSON line: the observations so fa
 value's regret, and the window's ask seconds (median, 95th percentile, maximum; a
 synchronous refit runs inside the ask that needs it, so it shows in the maximum).
 
+``--latency N`` measures only the asks' cost at ``N`` observations, in minutes instead of
+hours: ``N`` results at Sobol points are added to a fresh study, ``--busy`` trials are
+asked, then ``--asks`` cycles each tell the oldest busy trial and ask again; it prints their
+median and 95th percentile.
+
     python -m benchmarks.long_campaign --problem ackley10 --budget 10000 --busy 64 --seeds 0
     python -m benchmarks.long_campaign --problem ackley10 --budget 2000 --busy 64 --seeds 0 \
         --max-exact 2000
+    python -m benchmarks.long_campaign --problem ackley10 --latency 10000 --busy 64 --asks 30
 """
 
 from __future__ import annotations
@@ -90,6 +96,37 @@ def run(
     return records
 
 
+def latency(problem_name: str, n: int, busy: int, asks: int, seed: int) -> dict[str, Any]:
+    """Ask seconds at ``n`` observations with ``busy`` trials running (see the module's
+    docstring)."""
+    from scipy.stats import qmc
+
+    problem = get_problem(problem_name)
+    names = [f"x{i:02d}" for i in range(problem.dim)]
+    study = abo.create_study(
+        abo.Space({k: abo.Float(0.0, 1.0) for k in names}),
+        seed=seed,
+        noise="deterministic",
+        device="cpu",
+    )
+    points = qmc.Sobol(problem.dim, seed=seed).random_base2(max(0, (n - 1).bit_length()))[:n]
+    for x in points:
+        study.add(dict(zip(names, map(float, x), strict=True)), problem(x))
+    running = [study.ask(n_workers=busy) for _ in range(busy)]  # the first refits the GP
+    seconds = []
+    for _ in range(asks):
+        trial = running.pop(0)
+        study.tell(trial.id, problem(np.array([trial.params[k] for k in names])))
+        t0 = time.perf_counter()
+        running.append(study.ask(n_workers=busy))
+        seconds.append(time.perf_counter() - t0)
+    return {
+        "problem": problem_name, "observations": n, "busy": busy, "asks": asks,
+        "ask_p50": _quantile(seconds, 0.5), "ask_p95": _quantile(seconds, 0.95),
+        "loadavg": round(os.getloadavg()[0], 2),
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problem", default="ackley10")
@@ -98,7 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=250)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--max-exact", type=int, default=None)
+    parser.add_argument("--latency", type=int, default=None, help="only asks at N observations")
+    parser.add_argument("--asks", type=int, default=30, help="asks timed with --latency")
     args = parser.parse_args(argv)
+    if args.latency is not None:
+        for seed in args.seeds:
+            result = latency(args.problem, args.latency, args.busy, args.asks, seed)
+            print(json.dumps(result), flush=True)
+        return 0
     for seed in args.seeds:
         run(args.problem, args.budget, args.busy, seed, args.window, args.max_exact)
     return 0
