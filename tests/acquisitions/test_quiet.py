@@ -91,6 +91,23 @@ def test_a_degraded_thompson_proposal_warns_once_and_hides_its_jitter() -> None:
     assert "exact joint sample over 1024 Sobol candidates" in notes[0]
 
 
+@pytest.mark.parametrize("strategy", ["auto", "qlognei"])
+def test_no_botorch_note_reaches_the_user_when_every_point_is_infeasible(strategy: str) -> None:
+    """BoTorch's "When all training points are infeasible" note: abo copes (it weighs each
+    candidate by its probability of feasibility), so the user is not told to act. (It compares
+    no process-wide filter list, so it needs no process of its own, unlike filters_alone.py.)"""
+    space = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
+    outcomes = {"f": "minimize", "g": "<= -5"}  # g = y is never below -5
+    study = abo.create_study(space, outcomes=outcomes, strategy=strategy, seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(7):
+            trial = study.ask()
+            study.tell(trial.id, {"f": trial.params["x"], "g": trial.params["y"]})
+    assert [t.proposal.strategy for t in study.trials if t.proposal][-1] == strategy
+    assert [str(w.message) for w in caught if "infeasible" in str(w.message)] == []
+
+
 class _Noisy:
     """A strategy whose proposal raises a jitter warning, a user's warning and a degradation."""
 

@@ -150,19 +150,3 @@ def test_asks_tells_and_optimize_leave_the_filters_exactly_as_they_were() -> Non
         assert list(warnings.filters) == before
     finally:
         warnings.filters.remove(before[0])
-
-
-@pytest.mark.parametrize("strategy", ["auto", "qlognei"])
-def test_no_botorch_note_reaches_the_user_when_every_point_is_infeasible(strategy: str) -> None:
-    """BoTorch's "When all training points are infeasible" note: abo copes (it weighs each
-    candidate by its probability of feasibility), so the user is not told to act."""
-    space = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
-    outcomes = {"f": "minimize", "g": "<= -5"}  # g = y is never below -5
-    study = abo.create_study(space, outcomes=outcomes, strategy=strategy, seed=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(7):
-            trial = study.ask()
-            study.tell(trial.id, {"f": trial.params["x"], "g": trial.params["y"]})
-    assert [t.proposal.strategy for t in study.trials if t.proposal][-1] == strategy
-    assert [str(w.message) for w in caught if "infeasible" in str(w.message)] == []
