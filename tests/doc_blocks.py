@@ -9,7 +9,8 @@ the Markdown is rendered). It says how tests/test_docs.py treats a Python block:
   SLURM cluster, it is a fragment of a larger program, ...);
 * ``<!-- tested-by: tests/FILE.py -->``: that test file runs it (with checks of its own);
 * ``<!-- output-varies: REASON -->``: it runs, but its two outputs are not compared (they
-  depend on timing, say).
+  depend on timing, say); it runs once when it leaves its folder empty and uses no service,
+  since a second run would start from the same state and compare nothing.
 
 A block that uses ``http://127.0.0.1:8765`` (the address of ``abo serve``) runs against a
 real ``abo serve`` on a free port of 127.0.0.1 instead.

@@ -112,7 +112,10 @@ def _assert_nothing_twice(storage: str) -> None:
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.id)
 def test_python_block_runs_twice_as_a_plain_file(block: Block, tmp_path: Path) -> None:
     """Each block runs, then runs again in the same folder (a reader runs an example twice):
-    both exit 0, neither duplicates stored data, and an in-memory block prints the same."""
+    both exit 0, neither duplicates stored data, and an in-memory block prints the same.
+
+    A block whose output varies, that uses no service and leaves its folder empty runs once:
+    its second run would start from the same state and compare nothing."""
     code, server = block.code, None
     if block.needs_service:
         server = Server(f"sqlite:///{tmp_path / 'service.db'}", tmp_path / "server.log").start()
@@ -121,7 +124,9 @@ def test_python_block_runs_twice_as_a_plain_file(block: Block, tmp_path: Path) -
     script.write_text(code, encoding="utf-8")
     cwd.mkdir()
     try:
-        outputs = [_run(script, cwd), _run(script, cwd)]
+        outputs = [_run(script, cwd)]
+        if block.marker != "output-varies" or server is not None or any(cwd.iterdir()):
+            outputs.append(_run(script, cwd))
     finally:
         if server is not None:
             server.stop()
