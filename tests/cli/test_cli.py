@@ -69,12 +69,16 @@ def test_demo_end_to_end_and_resume(tmp_path: Path) -> None:
     study = abo.load_study(names[0], storage=f"sqlite:///{db}")
     assert sum(t.state is TrialState.DONE for t in study.trials) == 8
     assert (tmp_path / f"{names[0]}-convergence.png").stat().st_size > 1000
-    # a second run is a new study; --resume continues the first one
-    assert _abo(*args, cwd=tmp_path).returncode == 0
+    # a second run is a new study (one trial on one worker says so as well as eight on two);
+    # --resume continues the first one, past its initial design (12 points in 6-D), with the
+    # first run's short evaluations on two workers
+    assert _abo("demo", "--trials", "1", "--workers", "1", *args[5:], cwd=tmp_path).returncode == 0
     assert len(abo.storage.SQLStorage(f"sqlite:///{db}").list_studies()) == 2
-    out = _abo(*args[:3], "--resume", names[0], cwd=tmp_path)
+    out = _abo(*args, "--resume", names[0], cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert len(abo.load_study(names[0], storage=f"sqlite:///{db}")) == 16
+    resumed = abo.load_study(names[0], storage=f"sqlite:///{db}")
+    assert len(resumed) == 16
+    assert {t.proposal.strategy for t in resumed.trials[12:] if t.proposal} - {"sobol"}
 
 
 def _example(tmp_path: Path, n_trials: int, kind: str = "local", sleep: float = 0.2) -> Path:
