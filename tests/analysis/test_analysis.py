@@ -71,8 +71,8 @@ def test_leave_one_out_is_the_gp_conditioned_without_each_point() -> None:
         rest = [i for i in range(len(done)) if i != k]
         A = K[rest][:, rest] + noise * torch.eye(len(rest), dtype=K.dtype)
         w = torch.linalg.solve(A, K[rest, k])
-        mean = loc + scale * float(m[k] + w @ z[rest])
-        std = scale * math.sqrt(float(K[k, k] - w @ K[rest, k]) + noise)
+        mean = loc + scale * float((m[k] + w @ z[rest]).detach())
+        std = scale * math.sqrt(float((K[k, k] - w @ K[rest, k]).detach()) + noise)
         assert predictions[k].trial_id == done[k].id
         assert predictions[k].predicted == pytest.approx(mean, rel=1e-5, abs=1e-7)
         assert predictions[k].std == pytest.approx(std, rel=1e-4)

@@ -46,7 +46,12 @@ def test_constraint_values_are_botorchs_slack_negated() -> None:
     p = get_constrained_problem("gramacy")
     x = np.array([0.1954, 0.4044])  # near the known optimum, feasible
     value, c = p(x)
-    slack = ConstrainedGramacy().evaluate_slack_true(torch.tensor([x])).reshape(-1).numpy()
+    slack = (
+        ConstrainedGramacy()
+        .evaluate_slack_true(torch.from_numpy(x).unsqueeze(0))
+        .reshape(-1)
+        .numpy()
+    )
     assert np.allclose(c, -slack) and p.feasible((value, c))
     assert value == pytest.approx(p.optimum, abs=1e-3)
     assert not p.feasible(p(np.array([0.9, 0.9])))  # outside the feasible pieces
