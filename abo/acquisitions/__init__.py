@@ -15,6 +15,7 @@ from abo.acquisitions import (  # noqa: F401 - registration side effects
     qlognei,
     random,
     thompson,
+    trust_region,
     ucb,
 )
 from abo.acquisitions.base import Proposal, ProposalContext, Strategy

@@ -96,6 +96,9 @@ class ProposalContext:
             a fidelity (``FidelityLevels``); ``None`` otherwise. ``X`` then holds each
             observation at its own fidelity (reports included, at their steps), and only
             strategies registered with ``fidelity=True`` get such a context.
+        free_columns: columns of the cube a local search must leave whole: the one-hot
+            columns of categorical parameters and the columns of conditional ones (a box
+            around an encoding there would pin a choice, not bound a distance).
     """
 
     model: Model | None
@@ -114,6 +117,7 @@ class ProposalContext:
     feasibility: Feasibility | None = None
     inequality_constraints: list[tuple[Tensor, Tensor, float]] | None = None
     fidelity: FidelityLevels | None = None
+    free_columns: tuple[int, ...] = ()
 
     @property
     def dim(self) -> int:

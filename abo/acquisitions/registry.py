@@ -111,3 +111,5 @@ def make_strategy(name: str, **options: Any) -> Any:
         return REGISTRY[name].factory(**options)
     except TypeError as exc:
         raise UnknownStrategyError(f"strategy_options: {name} does not accept them: {exc}") from exc
+    except ValueError as exc:  # an option the strategy accepts, with a value it refuses
+        raise AboError(f"strategy_options: {name}: {exc}", field="strategy_options") from exc

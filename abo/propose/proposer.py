@@ -45,7 +45,8 @@ from abo.acquisitions.base import Proposal, ProposalContext
 from abo.acquisitions.feasibility import Feasibility
 from abo.acquisitions.registry import make_strategy
 from abo.core.exceptions import StrategyError
-from abo.core.space import ParamValue
+from abo.core.params import Categorical
+from abo.core.space import ParamValue, Space
 from abo.core.trial import ProposalRecord, Report, Trial, TrialState
 from abo.model.device import resolve_device
 from abo.model.options import MAX_EXACT, max_exact_for
@@ -148,6 +149,7 @@ class Proposer(ProposalFits, ProposalDesign):
             )
             for _ in spec.constraints
         ]
+        self.free_columns = free_columns(spec.space)  # a local search leaves them whole
         self._unit_rows: dict[int, int] = {}
         self._unit_table = torch.zeros(0, spec.space.dim, dtype=torch.double)
         self._unit_lock = threading.Lock()
@@ -337,6 +339,7 @@ class Proposer(ProposalFits, ProposalDesign):
             feasibility=feasibility,
             inequality_constraints=linear or None,
             fidelity=fidelity,
+            free_columns=self.free_columns,
         )
 
     def _strategy_points(self, ctx: ProposalContext, m: int, fallback: bool) -> Proposal:
@@ -375,6 +378,17 @@ class Proposer(ProposalFits, ProposalDesign):
                 )
             )
         return records
+
+
+def free_columns(space: Space) -> tuple[int, ...]:
+    """The columns of ``space``'s unit cube that are one-hot categorical encodings or belong to
+    conditional parameters (``ProposalContext.free_columns``)."""
+    columns: list[int] = []
+    for name, param in space.items():
+        if isinstance(param, Categorical) or param.when:
+            cols = space._slices[name]
+            columns += range(cols.start, cols.stop)
+    return tuple(columns)
 
 
 def _round_on_cpu(round_: Any, X: Tensor) -> Tensor:

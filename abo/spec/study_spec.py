@@ -320,12 +320,12 @@ class StudySpec:
     def resolved_output_transform(self) -> str:
         """The transform the GP's values get: ``"auto"`` is ``"power"`` under the default
         strategy on one objective, where the benchmarks measured it (best or tied in all 14
-        cells compared, against 10 of 14 on the raw values), and ``"none"`` under the others
-        (``ucb`` did worse with it on Branin in 5 of 6 seeds) and for several objectives."""
+        cells compared, against 10 of 14 on the raw values) and ``trust_region`` (its members in
+        a box); ``"none"`` under the others (``ucb`` did worse with it) and for several."""
         if self.output_transform != "auto":
             return self.output_transform
         single = len(self.objectives) == 1  # the transform was measured on one objective
-        return "power" if single and self.strategy == DEFAULT_STRATEGY else "none"
+        return "power" if single and self.strategy in (DEFAULT_STRATEGY, "trust_region") else "none"
 
     @property
     def resolved_failure_model(self) -> str:

@@ -166,3 +166,34 @@ def test_several_objectives_step_down_from_qlognehvi_to_thompson_under_a_tight_p
     assert all("improvement" in i for i in tight.info)  # thompson's several-objective rule
     assert torch.pdist(tight.X).min() > 1e-6
     assert strategy.cost["qlognehvi"] == pytest.approx(5.0 * REST_DECAY)  # it rests
+
+
+def _wide_ctx(d: int, free: tuple[int, ...] = ()):
+    X = torch.quasirandom.SobolEngine(d, scramble=True, seed=1).draw(40, dtype=torch.double)
+    Y = -(X[:, :3] - 0.4).pow(2).sum(-1, keepdim=True)  # three of d matter
+    X = torch.cat([X, X[Y[:, 0].argmax()].repeat(d, 1) * 0.5])  # d failures: the region halves
+    Y = torch.cat([Y, torch.full((d, 1), float(Y.min()) - 1, dtype=torch.double)])
+    model = fit_gp(X, Y, noise="deterministic").model
+    ctx = make_ctx(model, X, Y, busy=X[:1] * 0.9)
+    return replace(ctx, n_initial=40, free_columns=free)
+
+
+def test_in_a_wide_space_the_member_proposes_inside_the_trust_region() -> None:
+    from abo.acquisitions.trust_region import region
+
+    ctx = _wide_ctx(20)
+    box, state = region(ctx)
+    assert state.length == pytest.approx(0.4)  # halved once by the d failures
+    auto = AutoStrategy(raw_samples=64, num_restarts=2)
+    assert auto.wide(ctx)
+    proposal = auto.propose(ctx, 2)
+    assert ((proposal.X >= box[0] - 1e-9) & (proposal.X <= box[1] + 1e-9)).all()
+    assert all(info["region_length"] == pytest.approx(0.4) for info in proposal.info)
+    assert {info["arm"] for info in proposal.info} == {"believer"}
+    # below WIDE ordered columns (20 less one categorical's two), or told never: the cube
+    assert not auto.wide(replace(ctx, free_columns=(18, 19)))
+    never = AutoStrategy(raw_samples=64, num_restarts=2, trust_region="never")
+    assert "region_length" not in never.propose(ctx, 1).info[0]
+    assert AutoStrategy(trust_region="always").wide(_wide_ctx(3))
+    with pytest.raises(ValueError, match="trust_region"):
+        AutoStrategy(trust_region="sometimes")

@@ -15,7 +15,8 @@ import abo
 from abo.core.trial import TrialState
 
 STRATEGIES = [
-    "playbook", "lp", "thompson", "aegis", "aegis-rs", "believer", "ucb", "portfolio", "auto"
+    "playbook", "lp", "thompson", "aegis", "aegis-rs", "believer", "ucb", "portfolio", "auto",
+    "trust_region",
 ]  # fmt: skip
 CHEAP = {"raw_samples": 32, "num_restarts": 2}
 ARMS = {
@@ -23,6 +24,7 @@ ARMS = {
     "aegis-rs": {"exploit", "thompson", "random"},
     "portfolio": {"believer", "qlognei", "thompson", "playbook", "aegis"},
     "auto": {"believer", "qlognei"},
+    "trust_region": {"believer", "qlognei"},
 }
 MIXED = abo.Space(
     {

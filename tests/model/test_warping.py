@@ -126,6 +126,8 @@ def test_power_is_the_default_under_the_default_strategy_only_and_old_specs_keep
     assert study.spec.resolved_output_transform == "power"
     ucb = abo.create_study(space, seed=1, strategy="ucb")
     assert ucb.spec.resolved_output_transform == "none"
+    region = abo.create_study(space, seed=1, strategy="trust_region")  # auto inside a box
+    assert region.spec.resolved_output_transform == "power"
     forced = abo.create_study(space, seed=1, strategy="ucb", output_transform="power")
     assert forced.spec.resolved_output_transform == "power"
     stored = study.spec.to_json()

@@ -87,6 +87,7 @@ def test_a_wide_mixed_study_with_constraints_and_failures_proposes_from_its_mode
         assert record.strategy == "auto" and not record.fallback
         assert record.arm in ("believer", "qlognei")
         assert record.gp_points is not None and record.gp_points > 0
+        assert 0 < record.details["region_length"] <= 1.6  # searched in a trust region
         keys = record.model.hypers
         assert any(k.startswith("constraint.mem:") for k in keys)  # the constraint's GP
         assert any(k.startswith("failure:") for k in keys)  # the failure classifier

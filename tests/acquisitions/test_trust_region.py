@@ -1,0 +1,177 @@
+"""The trust region: replayed from the observations, shaped by the lengthscales, searched inside."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from strategy_helpers import make_ctx
+
+import abo
+from abo.acquisitions.trust_region import (
+    LENGTH_INIT,
+    LENGTH_MAX,
+    LENGTH_MIN,
+    TrustRegionStrategy,
+    failure_tolerance,
+    region_bounds,
+    replay,
+)
+from abo.model.surrogate import fit_gp
+from abo.propose.proposer import free_columns
+
+
+def test_successes_double_the_side_and_failures_halve_it() -> None:
+    design = [0.0, 1.0]  # the design only sets the incumbent (1.0)
+    assert replay(design, n_initial=2, failures=4).length == LENGTH_INIT
+    grown = replay([*design, 2.0, 3.0, 4.0], n_initial=2, failures=4)
+    assert grown.length == pytest.approx(2 * LENGTH_INIT) and grown.successes == 0
+    assert replay([*design, 2.0, 3.0, 4.0] + [5.0, 6.0, 7.0], 2, 4).length == LENGTH_MAX
+    shrunk = replay([*design] + [0.5] * 4, n_initial=2, failures=4)
+    assert shrunk.length == pytest.approx(LENGTH_INIT / 2) and shrunk.failures == 0
+    # three failures then a success: the failures start again, the side stays
+    mixed = replay([*design, 0.5, 0.5, 0.5, 2.0, 0.5], n_initial=2, failures=4)
+    assert mixed.length == LENGTH_INIT and (mixed.successes, mixed.failures) == (1, 1)
+    # an improvement smaller than 1e-3 of the incumbent is a failure
+    assert replay([*design] + [1.0 + 1e-4] * 4, 2, 4).length == pytest.approx(LENGTH_INIT / 2)
+
+
+def test_a_collapsed_region_restarts_at_its_first_side() -> None:
+    halvings = 0
+    length = LENGTH_INIT
+    while length >= LENGTH_MIN:
+        length, halvings = length / 2, halvings + 1
+    state = replay([1.0] + [0.0] * (4 * halvings), n_initial=1, failures=4)
+    assert state.restarts == 1 and state.length == LENGTH_INIT
+    before = replay([1.0] + [0.0] * (4 * halvings - 1), n_initial=1, failures=4)
+    assert before.restarts == 0 and before.length == pytest.approx(2 * length)
+
+
+def test_failures_to_halve_cover_the_dimension_and_a_round_of_workers() -> None:
+    assert failure_tolerance(2, None) == 4
+    assert failure_tolerance(30, None) == 30
+    assert failure_tolerance(10, 64) == 64
+
+
+def test_the_box_is_shaped_by_the_lengthscales_and_clipped_to_the_cube() -> None:
+    center = torch.tensor([0.5, 0.5, 0.95], dtype=torch.double)
+    ls = torch.tensor([0.1, 0.4, 0.1], dtype=torch.double)
+    box = region_bounds(center, 0.2, ls)
+    side = box[1] - box[0]
+    assert side[1] == pytest.approx(4 * side[0])  # a long lengthscale, a long side
+    assert float(side[0]) == pytest.approx(0.2)  # the shortest lengthscale's side: the length
+    assert box[1, 2] == 1.0 and box[0, 2] < 0.95  # clipped at the cube's face
+    free = region_bounds(center, 0.2, ls, free=(1,))
+    assert free[:, 1].tolist() == [0.0, 1.0] and torch.equal(free[:, 0], box[:, 0])
+    cube = region_bounds(center, 0.2, None)
+    assert torch.allclose(cube[1, :2] - cube[0, :2], torch.tensor([0.2, 0.2], dtype=torch.double))
+
+
+def _quadratic(n: int, d: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    X = torch.quasirandom.SobolEngine(d, scramble=True, seed=seed).draw(n, dtype=torch.double)
+    Y = -(X - 0.3).pow(2).sum(-1, keepdim=True)
+    return X, Y
+
+
+def test_points_are_proposed_inside_the_region_around_the_incumbent() -> None:
+    X, Y = _quadratic(16)
+    # twelve results no better than the best: the region halved three times (d = 4)
+    X = torch.cat([X, torch.full((12, 4), 0.9, dtype=torch.double)])
+    Y = torch.cat([Y, torch.full((12, 1), float(Y.min()) - 1.0, dtype=torch.double)])
+    model = fit_gp(X, Y, noise="deterministic").model
+    busy = X[Y[:, 0].argmax()].unsqueeze(0) + 0.01
+    ctx = make_ctx(model, X, Y, busy=busy)
+    ctx = type(ctx)(**{**ctx.__dict__, "n_initial": 16})
+    strategy = TrustRegionStrategy(raw_samples=64, num_restarts=2)
+    box, state = strategy.region(ctx)
+    assert state.length == pytest.approx(LENGTH_INIT / 8)
+    best = X[Y[:, 0].argmax()]
+    assert ((box[0] <= best) & (best <= box[1])).all()
+    assert float((box[1] - box[0]).max()) < 0.5  # a small box, not the cube
+    proposal = strategy.propose(ctx, 2)
+    assert ((proposal.X >= box[0] - 1e-9) & (proposal.X <= box[1] + 1e-9)).all()
+    assert [i["strategy"] for i in proposal.info] == ["trust_region"] * 2
+    assert {i["arm"] for i in proposal.info} == {"believer"}  # exact observations
+    assert proposal.info[0]["region_length"] == pytest.approx(LENGTH_INIT / 8, rel=1e-5)
+    assert not torch.allclose(proposal.X[0], proposal.X[1])  # the first is busy for the second
+
+
+def test_a_region_cannot_hold_a_region() -> None:
+    with pytest.raises(ValueError, match="inner"):
+        TrustRegionStrategy(inner="trust_region")
+    with pytest.raises(ValueError, match="inner: unknown strategy 'nope'"):
+        TrustRegionStrategy(inner="nope")
+    assert TrustRegionStrategy(inner="thompson").inner.name == "thompson"
+
+
+def test_categorical_and_conditional_columns_stay_whole() -> None:
+    space = abo.Space(
+        {
+            "x": abo.Float(0.0, 1.0),
+            "kind": abo.Categorical(["a", "b", "c"]),
+            "n": abo.Int(1, 8),
+            "depth": abo.Int(1, 4, when={"kind": "c"}),
+        }
+    )
+    assert free_columns(space) == (1, 2, 3, 5)  # kind's one-hot columns and depth
+    assert free_columns(abo.Space({"x": abo.Float(0, 1), "n": abo.Int(1, 3)})) == ()
+
+
+def test_a_study_records_the_region_in_each_proposal() -> None:
+    space = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
+
+    def loss(p: dict) -> float:
+        return (p["x"] - 0.2) ** 2 + (p["y"] - 0.7) ** 2
+
+    study = abo.create_study(
+        space,
+        strategy="trust_region",
+        seed=3,
+        n_initial=4,
+        strategy_options={"raw_samples": 64, "num_restarts": 2},
+    )
+    for _ in range(16):
+        trial = study.ask()
+        study.tell(trial.id, loss(trial.params))
+    modelled = [t for t in study.trials if t.proposal and t.proposal.strategy == "trust_region"]
+    assert len(modelled) == 12
+    assert all(t.proposal.arm in ("believer", "qlognei") for t in modelled)
+    lengths = [t.proposal.details["region_length"] for t in modelled]
+    assert lengths[0] == LENGTH_INIT and len(set(lengths)) > 1  # the region moved with the data
+    assert study.best.value < 1e-3
+
+
+def test_before_start_the_inner_strategy_searches_the_whole_cube() -> None:
+    X, Y = _quadratic(20)
+    model = fit_gp(X, Y, noise="deterministic").model
+    ctx = make_ctx(model, X, Y, busy=X[:1] + 0.01)
+    late = TrustRegionStrategy(start=21, raw_samples=64, num_restarts=2).propose(ctx, 1)
+    plain = TrustRegionStrategy(inner="believer", raw_samples=64, num_restarts=2)
+    whole = plain.inner.propose(make_ctx(model, X, Y, busy=X[:1] + 0.01), 1)
+    assert torch.allclose(late.X, whole.X)  # the same search as the inner strategy alone
+    assert "region_length" not in late.info[0] and late.info[0]["strategy"] == "trust_region"
+    started = TrustRegionStrategy(start=20, raw_samples=64, num_restarts=2)
+    assert started.propose(make_ctx(model, X, Y), 1).info[0]["region_length"] == LENGTH_INIT
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="start"):
+            TrustRegionStrategy(start=bad)  # type: ignore[arg-type]
+
+
+def test_inert_parameters_do_not_shrink_the_sides_of_those_that_matter() -> None:
+    ls = torch.cat([torch.full((6,), 0.2), torch.full((94,), 5.0)]).double()
+    box = region_bounds(torch.full((100,), 0.5, dtype=torch.double), 0.4, ls)
+    side = box[1] - box[0]
+    assert torch.allclose(side[:6], torch.full((6,), 0.4, dtype=torch.double))
+    assert (side[6:] == 1.0).all()  # the inert ones span the cube
+
+
+def test_a_bad_region_option_is_refused_when_the_study_is_created(tmp_path) -> None:
+    space = abo.Space({"x": abo.Float(0.0, 1.0)})
+    storage = f"sqlite:///{tmp_path / 'abo.db'}"
+    cases = [("trust_region", {"start": -2}, "start"), ("auto", {"trust_region": "often"}, "often")]
+    for strategy, options, word in cases:
+        with pytest.raises(abo.AboError, match=word) as info:
+            abo.create_study(
+                space, strategy=strategy, strategy_options=options, storage=storage, name="s"
+            )
+        assert info.value.field == "strategy_options"
+    assert abo.create_study(space, storage=storage, name="s").trials == []  # nothing was stored
