@@ -6,7 +6,9 @@ trials always run; their simulated durations (exponential, mean 1, fixed by the 
 which one finishes next, and each result is told before the next ask (so every ask sees the
 others busy). The study's own defaults choose everything (initial design, strategy, refits,
 the GP's subset above ``max_exact``); ``--max-exact`` overrides that one setting, to compare
-the default's 500-point subset with an exact GP on every observation while one is affordable.
+the default's 500-point subset with an exact GP on every observation while one is affordable,
+and ``--strategy`` the strategy (``trust_region``: the default's search held to a box around
+the incumbent).
 After every ``--window`` results it prints one JSON line: the observations so far, the best
 value's regret, and the window's ask seconds (median, 95th percentile, maximum; a
 synchronous refit runs inside the ask that needs it, so it shows in the maximum).
@@ -51,11 +53,18 @@ def run(
     seed: int,
     window: int,
     max_exact: int | None,
+    strategy: str | None = None,
+    strategy_options: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """One campaign; one record per ``window`` results (printed as they come)."""
+    """One campaign; one record per ``window`` results (printed as they come). ``strategy``:
+    the study's (``None``: its default), with ``strategy_options``."""
     problem = get_problem(problem_name)
     names = [f"x{i:02d}" for i in range(problem.dim)]
-    options = {} if max_exact is None else {"max_exact": max_exact}
+    options: dict[str, Any] = {} if max_exact is None else {"max_exact": max_exact}
+    if strategy is not None:
+        options["strategy"] = strategy
+    if strategy_options:
+        options["strategy_options"] = strategy_options
     study = abo.create_study(
         abo.Space({n: abo.Float(0.0, 1.0) for n in names}),
         seed=seed,
@@ -84,7 +93,9 @@ def run(
         if told % window == 0 or (asked >= budget and not running):
             record = {
                 "problem": problem_name, "dim": problem.dim, "busy": busy, "seed": seed,
-                "max_exact": max_exact, "observations": told, "regret": best - problem.optimum,
+                "max_exact": max_exact, "strategy": strategy,
+                "strategy_options": strategy_options or {}, "observations": told,
+                "regret": best - problem.optimum,
                 "ask_p50": _quantile(asks, 0.5), "ask_p95": _quantile(asks, 0.95),
                 "ask_max": max(asks), "asks": len(asks),
                 "elapsed_s": round(time.perf_counter() - started, 1),
@@ -135,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=250)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--max-exact", type=int, default=None)
+    parser.add_argument("--strategy", default=None, help="the study's strategy (default: its)")
+    parser.add_argument("--options", type=json.loads, default=None, help="strategy options, JSON")
     parser.add_argument("--latency", type=int, default=None, help="only asks at N observations")
     parser.add_argument("--asks", type=int, default=30, help="asks timed with --latency")
     args = parser.parse_args(argv)
@@ -144,7 +157,16 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(result), flush=True)
         return 0
     for seed in args.seeds:
-        run(args.problem, args.budget, args.busy, seed, args.window, args.max_exact)
+        run(
+            args.problem,
+            args.budget,
+            args.busy,
+            seed,
+            args.window,
+            args.max_exact,
+            args.strategy,
+            args.options,
+        )
     return 0
 
 

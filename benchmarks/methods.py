@@ -34,6 +34,8 @@ Constrained and crashing problems (``benchmarks/constrained_problems.py``) get a
 with outcome constraints (``benchmarks/constrained_methods.py``), Optuna's samplers with
 ``constraints_func`` and failures told as ``FAIL``, and ``auto+worst``: the default strategy
 with ``failure_model="worst"``, abo's earlier rule of counting a failure as the worst value.
+``auto+cube`` is the default strategy searching the whole cube at any width
+(``trust_region="never"``): what ``auto`` was before it used a trust region in wide spaces.
 
 Example:
     >>> spec = method_spec("sync-qlognei")
@@ -201,6 +203,9 @@ def all_methods() -> dict[str, MethodSpec]:
     )
     specs["auto+ref"] = MethodSpec("auto+ref", _abo_declared("auto"), objectives=SEVERAL)
     specs["auto+worst"] = MethodSpec("auto+worst", _abo("auto", failure_model="worst"))
+    specs["auto+cube"] = MethodSpec(  # the default before its trust region in wide spaces
+        "auto+cube", _abo("auto", fixed={"trust_region": "never"})
+    )
     specs["optuna-gp"] = MethodSpec("optuna-gp", _optuna("gp"), objectives=ANY)
     specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"), objectives=ANY)
     specs["optuna-cmaes"] = MethodSpec("optuna-cmaes", _optuna("cmaes"), objectives=SINGLE)

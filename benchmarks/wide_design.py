@@ -7,6 +7,7 @@ and 95th percentile in seconds.
 
 python -m benchmarks.wide_design --designs default 38 --seeds 0 1           # Hartmann-6 in 100-D
 python -m benchmarks.wide_design --problem ackley --dim 50 --designs default 28 --seeds 0
+python -m benchmarks.wide_design --options '{"trust_region": "never"}' --seeds 0 1
 """
 
 from __future__ import annotations
@@ -34,11 +35,25 @@ def _objective(problem: str, dim: int, seed: int) -> tuple[Callable[[Any], float
     return lambda x: float(ackley(lo + (hi - lo) * x)[0]), 0.0
 
 
-def run(problem: str, dim: int, budget: int, busy: int, seed: int, design: str) -> dict[str, Any]:
-    """One study: ``design`` is ``"default"`` or an ``n_initial``."""
+def run(
+    problem: str,
+    dim: int,
+    budget: int,
+    busy: int,
+    seed: int,
+    design: str,
+    strategy: str | None = None,
+    strategy_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One study: ``design`` is ``"default"`` or an ``n_initial``; ``strategy`` the study's
+    (``None``: its default), with ``strategy_options``."""
     names = [f"x{i:03d}" for i in range(dim)]
     f, optimum = _objective(problem, dim, seed)
-    options = {} if design == "default" else {"n_initial": int(design)}
+    options: dict[str, Any] = {} if design == "default" else {"n_initial": int(design)}
+    if strategy is not None:
+        options["strategy"] = strategy
+    if strategy_options:
+        options["strategy_options"] = strategy_options
     space = abo.Space({n: abo.Float(0.0, 1.0) for n in names})
     study = abo.create_study(space, seed=seed, device="cpu", **options)
     pending: list[abo.Trial] = []
@@ -56,6 +71,7 @@ def run(problem: str, dim: int, budget: int, busy: int, seed: int, design: str) 
     model = sorted(s for s, p in asks if p is not None and p.model is not None)
     return {
         "problem": problem, "dim": dim, "budget": budget, "busy": busy, "seed": seed,
+        "strategy": strategy, "strategy_options": strategy_options or {},
         "n_initial": study.config.resolved_n_initial, "best": best, "regret": best - optimum,
         "best_at_100": curve[min(99, budget - 1)], "best_at_200": curve[min(199, budget - 1)],
         "model_asks": len(model),
@@ -72,10 +88,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", type=int, default=8)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--designs", nargs="+", default=["default"])
+    parser.add_argument("--strategy", default=None, help="the study's strategy (default: its)")
+    parser.add_argument("--options", type=json.loads, default=None, help="strategy options, JSON")
     args = parser.parse_args(argv)
     for seed in args.seeds:
         for design in args.designs:
-            result = run(args.problem, args.dim, args.budget, args.busy, seed, design)
+            result = run(
+                args.problem,
+                args.dim,
+                args.budget,
+                args.busy,
+                seed,
+                design,
+                args.strategy,
+                args.options,
+            )
             print(json.dumps(result), flush=True)
     return 0
 
