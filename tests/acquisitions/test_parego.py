@@ -7,6 +7,7 @@ import torch
 from botorch.models import ModelListGP
 from strategy_helpers import make_ctx
 
+import abo
 from abo.acquisitions.parego import simplex_weights
 from abo.acquisitions.registry import make_strategy
 from abo.model.surrogate import fit_gp
@@ -60,5 +61,6 @@ def test_one_objective_and_bad_options_are_refused(trade_off) -> None:
     model, X, U = trade_off
     with pytest.raises(ValueError, match="several objectives"):
         make_strategy("parego", **CHEAP).propose(make_ctx(model.models[0], X, U[:, :1]), 1)
-    with pytest.raises(ValueError, match="alpha"):
+    with pytest.raises(abo.AboError, match="alpha") as info:
         make_strategy("parego", alpha=-1)
+    assert info.value.field == "strategy_options"
