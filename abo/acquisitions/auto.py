@@ -47,8 +47,8 @@ In a wide space (``WIDE`` or more columns a box can bound) a study of one object
 for inside a trust region around its best point (``abo.acquisitions.trust_region``), by the
 same members: in the wide suite's 20-D cells (Ackley and Rosenbrock, 8 and 32 workers, 10
 seeds) the region's median was ahead of the whole cube's, and on Hartmann-6 hidden among 100
-parameters it was within 0.011 of the optimum after 100 evaluations (seeds 0 and 1), where the
-whole cube was 0.08 and 0.16 away. Each
+parameters it was within 0.011 of the optimum after 100 evaluations (seeds 0-2), where the
+whole cube was 0.08 and 0.16 away on two; on Ackley-50 it ended behind (2 seeds). Each
 record's details then carry the region (``region_length``). Narrower studies propose as before.
 """
 
