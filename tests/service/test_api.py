@@ -520,6 +520,12 @@ def test_every_study_option_is_in_the_api(api: httpx.Client, study_name: str) ->
     bad = {"name": "other", "space": created["space"], "strategy_options": {"nope": 1}}
     r = api.post("/studies", json=bad)
     assert r.status_code == 422 and r.json()["error"]["field"] == "strategy_options", r.text
+    # an option the strategy takes, with a value it refuses (auto's trust region)
+    bad = {"name": "other", "space": created["space"], "strategy_options": {"trust_region": "x"}}
+    r = api.post("/studies", json=bad)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "strategy_options", r.text
+    assert "trust_region" in r.json()["error"]["message"]
+    assert api.get("/studies/other").status_code == 404  # nothing was created
 
 
 def test_several_outcomes_over_http_and_the_client(server: Server, study_name: str) -> None:
