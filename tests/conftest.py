@@ -67,7 +67,8 @@ def pg_url(postgres_url: str) -> Iterator[str]:
     engine = sa.create_engine(postgres_url)
     with engine.begin() as conn:
         conn.exec_driver_sql(
-            "DROP TABLE IF EXISTS abo_reports, abo_queue, abo_trials, abo_studies, abo_meta"
+            "DROP TABLE IF EXISTS abo_proposers, abo_reports, abo_queue, abo_trials, abo_studies, "
+            "abo_meta"
         )
     engine.dispose()
 

@@ -47,6 +47,21 @@ def serve(
         ),
     ] = None,
     device: Annotated[str | None, typer.Option(help=DEVICE_HELP)] = None,
+    advertise_url: Annotated[
+        str | None,
+        typer.Option(
+            help="This replica's URL as other `abo serve` replicas on the same database reach "
+            "it (asks for studies it proposes for are forwarded there). Default: "
+            "http://HOST:PORT, with this machine's name when bound to all addresses.",
+        ),
+    ] = None,
+    proposer_lease: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a replica's proposer lease of a study lasts unrenewed: a "
+            "dead replica's studies move to another within it."
+        ),
+    ] = 10.0,
 ) -> None:
     """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/).
 
@@ -64,7 +79,11 @@ def serve(
     import uvicorn
 
     limits = (max_body_bytes, body_timeout, max_waiting_asks)
-    app = _app(storage, tokens, token_file, *limits, device)
+    replica = {
+        "advertise_url": advertise_url or default_address(bind_host, port),
+        "proposer_lease": proposer_lease,
+    }
+    app = _app(storage, tokens, token_file, *limits, device, replica)
     _announce(bind_host, port, tokens, storage)
     uvicorn.run(
         app,
@@ -84,6 +103,7 @@ def _app(
     body_timeout: float | None,
     max_waiting_asks: int | None,
     device: str | None = None,
+    replica: dict[str, Any] | None = None,
 ) -> Any:
     """The service's app on ``storage`` with the limits given (the app's defaults for those
     not); with a token file, its tokens are followed while serving and only ``ABO_TOKEN``'s
@@ -91,7 +111,7 @@ def _app(
     from abo.service.app import create_app
     from abo.service.auth import read_tokens
 
-    options: dict[str, Any] = {"max_body_bytes": max_body_bytes}
+    options: dict[str, Any] = {"max_body_bytes": max_body_bytes, **(replica or {})}
     if body_timeout is not None:
         options["body_timeout"] = body_timeout
     if max_waiting_asks is not None:
@@ -102,6 +122,15 @@ def _app(
         options["token_file"] = token_file
     fixed = read_tokens(None) if token_file is not None else tokens
     return _run(lambda: create_app(storage, token=fixed, **options))
+
+
+def default_address(bind_host: str, port: int) -> str:
+    """How other replicas reach this one when not told: the bound address, or this
+    machine's name when bound to every address."""
+    import socket
+
+    host = socket.getfqdn() if bind_host in ("0.0.0.0", "::", "") else bind_host
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _announce(bind_host: str, port: int, tokens: list[str], storage: str) -> None:

@@ -97,6 +97,10 @@ class StorageError(AboError):
     """The storage cannot be opened, read or written."""
 
 
+class ProposerMoved(AboError):
+    """Another service replica proposes for this study now; ask again (503, Retry-After)."""
+
+
 class SurrogateFitError(AboError):
     """The Gaussian process could not be fitted to the data."""
 

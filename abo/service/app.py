@@ -28,14 +28,16 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import abo.service.schemas as s
 from abo import __version__
-from abo.core.exceptions import AboError, StorageError
+from abo.core.exceptions import AboError, ProposerMoved, StorageError
 from abo.service.auth import TokenSet, read_tokens
 from abo.service.errors import AsksBackedUp, abo_error_response, error_response
 from abo.service.middleware import AuthMiddleware, BodyLimitMiddleware, WriteRecorder
+from abo.service.proposers import DEFAULT_LEASE_SECONDS
 from abo.service.routes import health, results, studies, trials
 from abo.service.routes.common import API, ERROR_RESPONSES, study_summary, trial_out
 from abo.service.state import CREATED_HEADER, ServiceState
@@ -66,6 +68,19 @@ def _positive(name: str, value: Any, kind: type = int) -> None:
     ok = isinstance(value, int | float) if kind is float else isinstance(value, int)
     if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
         raise AboError(f"{name}: expected a positive {kind.__name__}, got {value!r}")
+
+
+def _check_url(url: Any) -> None:
+    """Refuse an advertised address that is not an ``http(s)://host[:port]`` URL."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AboError(
+            f"advertise_url: expected http(s)://host:port (how the other replicas reach this "
+            f"one), got {url!r}",
+            field="advertise_url",
+        )
 
 
 def _on_sighup(callback: Callable[[], None]) -> bool:
@@ -104,6 +119,12 @@ def _handle_errors(app: FastAPI, state: ServiceState) -> None:
             state.health.failed(str(exc).split("[SQL:", 1)[0].rstrip())
         return abo_error_response(exc)
 
+    @app.exception_handler(ProposerMoved)
+    async def _on_moved(_request: Request, exc: ProposerMoved) -> JSONResponse:
+        response = abo_error_response(exc)
+        response.headers["Retry-After"] = "1"
+        return response
+
     @app.exception_handler(AsksBackedUp)
     async def _on_busy(_request: Request, exc: AsksBackedUp) -> JSONResponse:
         return exc.response()
@@ -135,16 +156,20 @@ def _writable_storage(storage_url: str | Storage | None) -> Storage:
 def _lifespan(
     state: ServiceState, tokens: TokenSet, follow_sighup: bool
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """While serving: reload the token file on SIGHUP (when it has one); on stopping, close
-    the ask lines so no proposal round starts."""
+    """While serving: renew this replica's proposer leases and reload the token file on
+    SIGHUP (when it has one); on stopping, close the ask lines so no proposal round starts,
+    and release the leases."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         reload_on_hangup = follow_sighup and _on_sighup(tokens.reload)
+        state.leases.start()
         yield
         if reload_on_hangup:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         state.asks.close()  # no new proposal rounds once the server stops
+        await run_in_threadpool(state.leases.close)  # the other replicas take over at once
+        await state.forwarder.close()
 
     return lifespan
 
@@ -177,6 +202,8 @@ def create_app(
     ask_threads: int = 4,
     token_file: str | FilePath | None = None,
     device: str | None = None,
+    advertise_url: str | None = None,
+    proposer_lease: float = DEFAULT_LEASE_SECONDS,
 ) -> FastAPI:
     """The service on ``storage_url`` (SQLite file or PostgreSQL URL).
 
@@ -195,6 +222,11 @@ def create_app(
         ask_threads: proposal rounds that run at once (for different studies).
         device: where this service's GPs and searches run for every study ('cpu', 'cuda',
             'cuda:N' or 'auto'), instead of each study's own ``device``.
+        advertise_url: this replica's URL as the other replicas on the same database reach
+            it (``http://host:port``), where they forward asks for the studies it proposes
+            for; ``None``: they wait for its proposer lease to lapse instead.
+        proposer_lease: seconds a replica's proposer lease of a study lasts unrenewed: a
+            dead replica's studies move to another within it (``abo.service.proposers``).
 
     Raises:
         StorageError: the storage cannot be opened or written (read-only, immutable, a
@@ -205,6 +237,9 @@ def create_app(
     _positive("max_waiting_asks", max_waiting_asks)
     _positive("max_ask_batch", max_ask_batch)
     _positive("ask_threads", ask_threads)
+    _positive("proposer_lease", proposer_lease, float)
+    if advertise_url is not None:
+        _check_url(advertise_url)
     if token_file is not None:
         read_tokens(token_file, env=False)  # AboError now for a missing or empty file
     tokens = TokenSet([token] if isinstance(token, str) else (token or []), token_file)
@@ -213,7 +248,10 @@ def create_app(
 
         resolve_device(device)  # AboError now for a device this machine does not have
     storage = _writable_storage(storage_url)
-    state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads, device)
+    state = ServiceState(
+        storage, max_waiting_asks, max_ask_batch, ask_threads, device,
+        advertise_url.rstrip("/") if advertise_url else None, float(proposer_lease),
+    )  # fmt: skip
     app = FastAPI(
         lifespan=_lifespan(state, tokens, token_file is not None),
         title="abo",

@@ -23,8 +23,9 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,10 +71,18 @@ class AskLines:
             is refused with ``AsksBackedUp``.
         max_batch: most trials one round proposes (an ask is never split across rounds).
         threads: rounds running at once (for different studies).
+        guard: entered around each round's ``ask_batch`` (a replica's proposer lease).
     """
 
-    def __init__(self, max_waiting: int, max_batch: int, threads: int = 4) -> None:
+    def __init__(
+        self,
+        max_waiting: int,
+        max_batch: int,
+        threads: int = 4,
+        guard: Callable[[Study], AbstractContextManager[None]] | None = None,
+    ) -> None:
         self.max_waiting = max_waiting
+        self.guard = guard or (lambda _study: nullcontext())  # around each round's proposals
         self.max_batch = max_batch
         self.rounds = 0
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="abo-ask")
@@ -192,9 +201,10 @@ class AskLines:
             workers = [w.n_workers for w in batch if w.n_workers is not None]
             n_workers = max(workers, default=None)
             paces = [w.pace for w in batch if w.pace is not None]  # the most hurried asker's
-            started = study.ask_batch(
-                len(extras), n_workers=n_workers, info=extras, pace=min(paces, default=None)
-            )
+            with self.guard(study):  # this replica's proposer lease (abo.service.proposers)
+                started = study.ask_batch(
+                    len(extras), n_workers=n_workers, info=extras, pace=min(paces, default=None)
+                )
             self.rounds += 1
             if len(started) != len(extras):  # pragma: no cover - ask_batch starts exactly n
                 raise AboError(f"ask: expected {len(extras)} trials, got {len(started)}")

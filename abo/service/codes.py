@@ -8,6 +8,7 @@ from abo.core.exceptions import (
     DuplicatedStudyError,
     InvalidValueError,
     OptionsConflictError,
+    ProposerMoved,
     SearchSpaceError,
     StorageError,
     StudyNotFoundError,
@@ -28,6 +29,7 @@ ERRORS: list[tuple[type[AboError], int, str]] = [
     (DuplicatedStudyError, 409, "study_exists"),
     (OptionsConflictError, 409, "options_conflict"),
     (StorageError, 503, "storage_unavailable"),
+    (ProposerMoved, 503, "proposer_moved"),
     (AboError, 422, "invalid_argument"),
 ]
 # codes the server sends for particular conflicts (creating a study that exists otherwise)

@@ -20,8 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from abo.core.exceptions import StudyNotFoundError
 from abo.core.trial import Trial
 from abo.service.asks import AskLines, AskWant
+from abo.service.forward import Forwarder
 from abo.service.health import WriteHealth
-from abo.storage import Storage, StudyRecord
+from abo.service.proposers import DEFAULT_LEASE_SECONDS, ProposerLeases
+from abo.storage import ProposerLease, Storage, StudyRecord
 from abo.study.study import Study
 
 T = TypeVar("T")
@@ -43,16 +45,24 @@ class ServiceState:
         max_ask_batch: int = 64,
         ask_threads: int = 4,
         device: str | None = None,
+        address: str | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.storage = storage
         self.device = device  # overrides each study's device in this process
-        self.asks = AskLines(max_waiting_asks, max_ask_batch, ask_threads)
+        self.leases = ProposerLeases(storage, address, lease_seconds)
+        self.forwarder = Forwarder(self.leases)
+        self.asks = AskLines(
+            max_waiting_asks, max_ask_batch, ask_threads, lambda st: self.leases.round(st.record)
+        )
         self.health = WriteHealth()
         self._studies: dict[str, Study] = {}
         self._lock = threading.Lock()
 
     def _open(self, record: Any) -> Study:
-        return Study(self.storage, record, refit="background", device=self.device)
+        return Study(
+            self.storage, record, refit="background", device=self.device, fence=self.leases.fence
+        )
 
     def load(self, name: str) -> StudyRecord:
         """The storage's record of the study called ``name``; ``StudyNotFoundError`` naming
@@ -116,6 +126,23 @@ class ServiceState:
             if not retry:
                 raise
         return fn(self.study(name, created))
+
+    async def proposer(
+        self, name: str, created: float | None, forwarded: bool
+    ) -> tuple[StudyRecord, ProposerLease | None]:
+        """The study's record, and the lease of the replica its asks go to (``None``: this
+        one; see ``Forwarder.route``)."""
+        for attempt in range(2):
+            study = self._cached(name, created)
+            if study is None:
+                study = await run_in_threadpool(self.study, name, created)
+            try:
+                return study.record, await self.forwarder.route(study.record, forwarded)
+            except StudyNotFoundError:  # the cached study is stale: load the current one
+                self.forget(name, study)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def ask(
         self,

@@ -37,7 +37,7 @@ from abo.core.trial import ProposalRecord, Report, Trial, TrialState
 if TYPE_CHECKING:
     from abo.spec.study_spec import StudySpec
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MAX_ID = 2**31  # trial numbers are 32-bit INTEGER columns
 
 
@@ -97,6 +97,19 @@ class NewTrial:
     user: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ProposerLease:
+    """Which service replica proposes for a study until ``expires_at`` (storage clock).
+
+    ``epoch`` grows by one each time the lease passes to another holder, so a round that
+    began under an older epoch can be refused when it stores its trials (a fencing token)."""
+
+    holder: str
+    address: str | None
+    epoch: int
+    expires_at: float
+
+
 class Transaction(ABC):
     """One committed unit of work on one study (see the contract above)."""
 
@@ -139,6 +152,14 @@ class Transaction(ABC):
     @abstractmethod
     def pop_queued(self, n: int) -> list[QueuedPoint]:
         """Remove and return up to ``n`` queued points, oldest first."""
+
+    @abstractmethod
+    def proposer(self) -> ProposerLease | None:
+        """The study's proposer lease as stored (expired or not), ``None`` if there is none."""
+
+    @abstractmethod
+    def set_proposer(self, lease: ProposerLease | None) -> None:
+        """Store the study's proposer lease (``None`` removes it)."""
 
 
 class Storage(ABC):

@@ -22,7 +22,7 @@ reads and compare-and-set writes, so the same rules hold on every backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -33,6 +33,8 @@ from abo.storage.base import NewTrial, QueuedPoint, Storage, StudyRecord, Transa
 
 RETRY = ProposalRecord("retry")
 ENQUEUED = ProposalRecord("enqueued")
+Fence = Callable[[Transaction], None]
+"""Called inside the transaction that stores new trials; raises to refuse them."""
 
 
 def check_transition(trial_id: int, old: TrialState, new: TrialState) -> None:
@@ -68,14 +70,19 @@ def start(
     params: Sequence[dict[str, ParamValue]],
     proposals: Sequence[ProposalRecord | None],
     info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    fence: Fence | None = None,
 ) -> list[Trial]:
-    """Running trials for proposed parameters, with fresh ids and leases."""
+    """Running trials for proposed parameters, with fresh ids and leases; ``fence`` (called
+    inside the transaction) may refuse them (a replica that no longer holds the proposer
+    lease must not store a round made without the others' trials)."""
     infos = _per_trial(info, len(params))
     rows = [
         NewTrial(dict(p), proposal=pr, info=i)
         for p, pr, i in zip(params, proposals, infos, strict=True)
     ]
     with storage.transaction(study) as tx:
+        if fence is not None:
+            fence(tx)
         return tx.insert(rows)
 
 
@@ -84,10 +91,12 @@ def start_queued(
     study: StudyRecord,
     n: int,
     info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    fence: Fence | None = None,
 ) -> list[Trial]:
     """Up to ``n`` queued points (enqueued, or retries of lost trials) as running trials.
 
-    ``info`` is one dict for all, or one per possible trial (the first ones are used).
+    ``info`` is one dict for all, or one per possible trial (the first ones are used);
+    ``fence`` as for ``start``.
     """
     if n <= 0:
         return []
@@ -97,6 +106,8 @@ def start_queued(
         points = tx.pop_queued(n)
         if not points:
             return []
+        if fence is not None:
+            fence(tx)
         rows = [
             NewTrial(
                 dict(p.params),

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field, replace
 
 from abo.core.exceptions import DuplicatedStudyError, StudyNotFoundError, TrialNotFoundError
 from abo.core.trial import Report, Trial, TrialState
-from abo.storage.base import NewTrial, QueuedPoint, Storage, StudyRecord, Transaction
+from abo.storage.base import (
+    NewTrial,
+    ProposerLease,
+    QueuedPoint,
+    Storage,
+    StudyRecord,
+    Transaction,
+)
 
 
 @dataclass
@@ -31,10 +38,16 @@ class _State:
     queue: list[QueuedPoint] = field(default_factory=list)
     n_trials: int = 0
     reports: dict[int, tuple[Report, ...]] = field(default_factory=dict)
+    proposer: ProposerLease | None = None
 
     def copy(self) -> _State:
         return _State(
-            self.record, dict(self.trials), list(self.queue), self.n_trials, dict(self.reports)
+            self.record,
+            dict(self.trials),
+            list(self.queue),
+            self.n_trials,
+            dict(self.reports),
+            self.proposer,
         )
 
 
@@ -175,3 +188,9 @@ class _MemoryTransaction(Transaction):
     def pop_queued(self, n: int) -> list[QueuedPoint]:
         taken, self.state.queue = self.state.queue[:n], self.state.queue[n:]
         return taken
+
+    def proposer(self) -> ProposerLease | None:
+        return self.state.proposer
+
+    def set_proposer(self, lease: ProposerLease | None) -> None:
+        self.state.proposer = lease

@@ -1,4 +1,8 @@
-"""The SQL tables (schema version 3) and the in-place upgrade of older databases.
+"""The SQL tables (schema version 4) and the in-place upgrade of older databases.
+
+Version 4 adds to version 3 the table ``abo_proposers``: per study, which service replica
+proposes for it and until when (``abo.service.proposers``). A version-3 database is upgraded
+when first opened by creating that table and recording ``upgraded_from_3``.
 
 Version 3 adds to version 2 the table ``abo_reports``: the intermediate values trials report
 as they run (``study.report``), one row per trial and step. A version-2 database is upgraded
@@ -103,6 +107,22 @@ reports = sa.Table(
     sa.UniqueConstraint("study_id", "number", "step", name="uq_report_step"),
 )  # v3
 
+proposers = sa.Table(
+    "abo_proposers",
+    metadata,
+    sa.Column(
+        "study_id",
+        sa.Integer,
+        sa.ForeignKey("abo_studies.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    sa.Column("holder", sa.String(255), nullable=False),
+    sa.Column("address", sa.Text, nullable=True),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("expires_at", sa.Float(precision=53), nullable=False),
+)  # v4
+
 # keys version 1 kept in a trial's info that belong to abo's proposal record
 V1_PROPOSAL_KEYS = (
     "strategy", "arm", "proposal_seconds", "fit_seconds", "n_observations", "gp_points",
@@ -139,12 +159,14 @@ def initialise(conn: Connection, where: str) -> None:
             f"storage: {where} has schema version {found}, written by a newer abo; this abo "
             f"reads versions up to {SCHEMA_VERSION} (upgrade abo to use it)"
         )
-    if found not in (1, 2, SCHEMA_VERSION):
+    if found not in (1, 2, 3, SCHEMA_VERSION):
         raise StorageError(f"storage: {where} has unknown schema version {found}")
     if found < SCHEMA_VERSION and version(conn, lock=True) == found:  # not upgraded meanwhile
         if found == 1:
             _upgrade_1_to_2(conn, where)
-        _upgrade_2_to_3(conn, where)
+        if found <= 2:
+            _upgrade_2_to_3(conn, where)
+        _upgrade_3_to_4(conn, where)
 
 
 def _set_version(conn: Connection, to: int, upgraded_from: int) -> None:
@@ -158,6 +180,12 @@ def _upgrade_2_to_3(conn: Connection, where: str) -> None:
     reports.create(conn)
     _set_version(conn, 3, 2)
     log.warning("abo: upgraded %s from storage schema 2 to 3 (a table for reports)", where)
+
+
+def _upgrade_3_to_4(conn: Connection, where: str) -> None:
+    proposers.create(conn)
+    _set_version(conn, 4, 3)
+    log.warning("abo: upgraded %s from storage schema 3 to 4 (a table for proposer leases)", where)
 
 
 def _upgrade_1_to_2(conn: Connection, where: str) -> None:

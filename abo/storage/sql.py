@@ -42,7 +42,7 @@ from abo.storage.guard import GUARDED, FileGuard, describe
 from abo.storage.sql_transaction import _build_trial, _SQLTransaction, dumps
 
 _studies, _trials, _queue, _meta = schema.studies, schema.trials, schema.queue, schema.meta
-_reports = schema.reports
+_reports, _proposers = schema.reports, schema.proposers
 
 
 def _redact(url: str) -> str:
@@ -293,6 +293,7 @@ class SQLStorage(Storage):
             conn.execute(_trials.delete().where(_trials.c.study_id == study.id))
             conn.execute(_queue.delete().where(_queue.c.study_id == study.id))
             conn.execute(_reports.delete().where(_reports.c.study_id == study.id))
+            conn.execute(_proposers.delete().where(_proposers.c.study_id == study.id))
             conn.execute(_studies.delete().where(_studies.c.id == study.id))
         for key in [k for k in self._row_cache if k[0] == study.id and k[1] == study.name]:
             self._row_cache.pop(key, None)  # its trials are gone: keep no decoded copies

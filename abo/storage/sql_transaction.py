@@ -13,12 +13,20 @@ from sqlalchemy.engine import Connection
 import abo.storage.schema as schema
 from abo.core.exceptions import TrialNotFoundError
 from abo.core.trial import ProposalRecord, Report, Trial, TrialState
-from abo.storage.base import MAX_ID, NewTrial, QueuedPoint, StudyRecord, Transaction
+from abo.storage.base import (
+    MAX_ID,
+    NewTrial,
+    ProposerLease,
+    QueuedPoint,
+    StudyRecord,
+    Transaction,
+)
 
 if TYPE_CHECKING:
     from abo.storage.sql import SQLStorage
 
 _studies, _trials, _queue, _reports = schema.studies, schema.trials, schema.queue, schema.reports
+_proposers = schema.proposers
 
 
 def _clean(obj: Any) -> Any:
@@ -205,3 +213,24 @@ class _SQLTransaction(Transaction):
         if rows:
             self.conn.execute(_queue.delete().where(_queue.c.id.in_([r.id for r in rows])))
         return [self._point(r) for r in rows]
+
+    def proposer(self) -> ProposerLease | None:
+        row = self.conn.execute(
+            sa.select(_proposers).where(_proposers.c.study_id == self.study.id)
+        ).first()
+        if row is None:
+            return None
+        return ProposerLease(row.holder, row.address, int(row.epoch), float(row.expires_at))
+
+    def set_proposer(self, lease: ProposerLease | None) -> None:
+        self.conn.execute(_proposers.delete().where(_proposers.c.study_id == self.study.id))
+        if lease is not None:
+            self.conn.execute(
+                _proposers.insert().values(
+                    study_id=self.study.id,
+                    holder=lease.holder,
+                    address=lease.address,
+                    epoch=lease.epoch,
+                    expires_at=lease.expires_at,
+                )
+            )

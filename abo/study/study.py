@@ -72,10 +72,13 @@ class Study(StudyAPI):
         record: StudyRecord,
         refit: str | None = None,
         device: str | None = None,
+        fence: lifecycle.Fence | None = None,
     ) -> None:
         """Wrap a stored study; ``refit`` and ``device`` override its refit policy and its
-        device in this process only."""
+        device in this process only; ``fence`` may refuse a round's new trials inside the
+        transaction that stores them (a service replica that lost the proposer lease)."""
         self._storage = storage
+        self._fence = fence
         self._record = record
         self._name, self._spec = record.name, record.spec
         self._proposer = Proposer(record.spec, refit, device)
@@ -223,14 +226,17 @@ class Study(StudyAPI):
         """Queued points first (after reaping expired leases), then proposals for the rest."""
         with self._lock:
             lifecycle.reap(self._storage, self._record)
-            started = lifecycle.start_queued(self._storage, self._record, n, infos)
+            fence = self._fence
+            started = lifecycle.start_queued(self._storage, self._record, n, infos, fence)
             remaining = n - len(started)
             if remaining > 0:
                 rest = infos if isinstance(infos, dict) else infos[len(started) :]
                 proposed = self._propose(remaining, n_workers, pace)
                 params = [p for p, _ in proposed]
                 records = [r for _, r in proposed]
-                started += lifecycle.start(self._storage, self._record, params, records, rest)
+                started += lifecycle.start(
+                    self._storage, self._record, params, records, rest, fence
+                )
             return started
 
     def _propose(

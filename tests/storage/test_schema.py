@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 import abo
 from abo import StorageError, TrialState
-from abo.storage import SCHEMA_VERSION, SQLStorage
+from abo.storage import SCHEMA_VERSION, ProposerLease, SQLStorage
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NEXT = json.loads((DATA / "schema1-next.json").read_text())
@@ -38,7 +38,8 @@ def schema1_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.begin() as conn:
         conn.exec_driver_sql(
-            "DROP TABLE IF EXISTS abo_reports, abo_queue, abo_trials, abo_studies, abo_meta"
+            "DROP TABLE IF EXISTS abo_proposers, abo_reports, abo_queue, abo_trials, abo_studies, "
+            "abo_meta"
         )
         conn.exec_driver_sql(statements)
         conn.exec_driver_sql("SET search_path TO public")  # the dump cleared it for its session
@@ -130,6 +131,7 @@ def test_a_schema_2_database_gets_the_reports_table_and_keeps_its_trials(
     study.storage.dispose()
     engine = sa.create_engine(storage_url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE abo_proposers")
         conn.exec_driver_sql("DROP TABLE abo_reports")
         conn.exec_driver_sql("UPDATE abo_meta SET value = '2' WHERE key = 'schema_version'")
     with caplog.at_level(logging.WARNING, logger="abo"):
@@ -138,8 +140,35 @@ def test_a_schema_2_database_gets_the_reports_table_and_keeps_its_trials(
     with engine.connect() as conn:
         meta = dict(conn.execute(sa.text("SELECT key, value FROM abo_meta")).all())
     engine.dispose()
-    assert meta["schema_version"] == "3" and "upgraded_from_2" in meta
+    assert meta["schema_version"] == str(SCHEMA_VERSION) and "upgraded_from_2" in meta
     assert [t.state for t in upgraded.trials] == [TrialState.RUNNING, TrialState.DONE]
     assert upgraded.report(running.id, 1, 0.25) is False
     assert [(r.step, r.value) for r in upgraded.reports(running.id)[running.id]] == [(1.0, 0.25)]
+    upgraded.storage.dispose()
+
+
+def test_a_schema_3_database_gets_the_proposers_table_and_keeps_its_trials(
+    storage_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Version 4 only adds ``abo_proposers`` (the service replicas' proposer leases)."""
+    study = abo.create_study({"x": abo.Float(0, 1)}, name="three", storage=storage_url, seed=3)
+    study.tell(study.ask().id, 0.5)
+    study.storage.dispose()
+    engine = sa.create_engine(storage_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE abo_proposers")
+        conn.exec_driver_sql("UPDATE abo_meta SET value = '3' WHERE key = 'schema_version'")
+    with caplog.at_level(logging.WARNING, logger="abo"):
+        upgraded = abo.load_study("three", storage=storage_url)
+    assert "from storage schema 3 to 4" in caplog.text
+    with engine.connect() as conn:
+        meta = dict(conn.execute(sa.text("SELECT key, value FROM abo_meta")).all())
+        assert sa.inspect(conn).has_table("abo_proposers")
+    engine.dispose()
+    assert meta["schema_version"] == "4" and "upgraded_from_3" in meta
+    assert [t.value for t in upgraded.trials] == [0.5]
+    with upgraded.storage.transaction(upgraded.record) as tx:
+        tx.set_proposer(ProposerLease("a", "http://h:1", 1, 10.0))
+    with upgraded.storage.reading(upgraded.record) as tx:
+        assert tx.proposer() == ProposerLease("a", "http://h:1", 1, 10.0)
     upgraded.storage.dispose()

@@ -46,4 +46,18 @@ def readyz(state: Service) -> s.Ready | JSONResponse:
     return s.Ready(status="ready", asks_waiting=state.asks.waiting)
 
 
+@router.get("/api/v1/replica", response_model=s.Replica, tags=["replicas"])
+def replica(state: Service) -> s.Replica:
+    """This replica: its id and address, and the studies it proposes for now (the other
+    replicas on the same database forward their asks to it)."""
+    leases = state.leases
+    return s.Replica(
+        replica=leases.holder,
+        address=leases.address,
+        lease_seconds=leases.seconds,
+        proposing=leases.proposing(),
+        rounds=state.asks.rounds,
+    )
+
+
 __all__ = ["router"]

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 
 import abo.service.schemas as s
+from abo.core.exceptions import ProposerMoved
 from abo.core.trial import Trial, TrialState
 from abo.service.asks import check_ask_info
+from abo.service.forward import FORWARDED_HEADER
 from abo.service.routes.common import Created, Service, StudyName, TrialId, trial_out
 
 router = APIRouter(tags=["trials"])
@@ -25,16 +28,34 @@ router = APIRouter(tags=["trials"])
     responses={503: {"model": s.ErrorBody, "description": "Busy (Retry-After) or storage"}},
 )
 async def ask(
-    name: StudyName, body: s.AskRequest, state: Service, created: Created = None
-) -> s.AskResponse:
+    name: StudyName,
+    body: s.AskRequest,
+    state: Service,
+    request: Request,
+    created: Created = None,
+) -> s.AskResponse | Response:
     """Start ``count`` trials (each later one sees the earlier ones as busy points).
 
     Asks waiting at once share one proposal round; a ``client_id`` that holds running
-    trials gets those back first (a retried ask never starts more)."""
+    trials gets those back first (a retried ask never starts more). With several replicas
+    the ask goes to the one proposing for the study (``abo.service.forward``)."""
     info = check_ask_info(body.info)
-    trials = await state.ask(
-        name, created, body.count, body.n_workers, body.client_id, info, body.pace
-    )
+    forwarded = FORWARDED_HEADER in request.headers
+    for attempt in range(2):  # again once when the lease moved during this replica's round
+        record, lease = await state.proposer(name, created, forwarded)
+        if lease is not None:
+            sent = body.model_dump(mode="json", exclude_unset=True)
+            answer = await state.forwarder.ask(record, lease, request, sent)
+            if answer is not None:
+                return answer
+        try:
+            trials = await state.ask(
+                name, created, body.count, body.n_workers, body.client_id, info, body.pace
+            )
+            break
+        except ProposerMoved:
+            if forwarded or attempt:
+                raise
     n_obs_ints = [
         t.proposal.n_observations
         for t in trials

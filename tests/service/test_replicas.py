@@ -1,0 +1,150 @@
+"""Three ``abo serve`` replicas on one PostgreSQL are one service: clients spread over them,
+the replica proposing for the study is killed with SIGKILL mid-run, and nothing is lost or
+handed out twice, and a survivor takes the proposals over within the lease."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import sqlalchemy as sa
+
+import abo
+from tests.service.conftest import Server
+
+LEASE = 2.0  # seconds (the default is 10): a dead proposer's studies move within it
+CLIENTS = 12
+KILL_AFTER = 16  # acknowledged tells before the proposing replica is killed
+TELLS = 48
+
+
+def _value(params: dict) -> float:
+    return (params["x"] - 0.3) ** 2 + (params["y"] - 0.6) ** 2
+
+
+class Fleet:
+    """The replicas and what the clients saw."""
+
+    def __init__(self, servers: list[Server]) -> None:
+        self.servers = servers
+        self.dead: set[int] = set()
+        self.lock = threading.Lock()
+        self.acked: dict[int, float] = {}  # trial id -> the value a tell was acknowledged for
+        self.handed: dict[int, str] = {}  # trial id -> the client it was handed to
+        self.twice: list[tuple[int, str, str]] = []  # a trial handed to two clients
+        self.errors: list[str] = []
+
+    def post(self, client: int, path: str, body: dict) -> httpx.Response:
+        """``body`` to ``path`` on a live replica (the client's own first, as a load balancer
+        spreads them), retried on the next replica on a connection error or a 503."""
+        for attempt in range(200):
+            alive = [k for k in range(len(self.servers)) if k not in self.dead]
+            server = self.servers[alive[(client + attempt) % len(alive)]]
+            try:
+                r = httpx.post(f"{server.url}/api/v1{path}", json=body, timeout=120.0)
+            except httpx.TransportError:
+                time.sleep(0.05)
+                continue
+            if r.status_code == 503:
+                time.sleep(min(1.0, float(r.headers.get("Retry-After", "0.2"))))
+                continue
+            return r
+        raise AssertionError(f"{path}: no replica answered")
+
+
+def _client(fleet: Fleet, k: int, study: str) -> None:
+    cid, rng = f"client-{k}", random.Random(k)
+    while True:
+        with fleet.lock:
+            if len(fleet.acked) >= TELLS:
+                return
+        r = fleet.post(k, f"/studies/{study}/ask", {"client_id": cid, "n_workers": CLIENTS})
+        if r.status_code != 200:
+            fleet.errors.append(f"ask {r.status_code}: {r.text}")
+            return
+        trial = r.json()["trials"][0]
+        with fleet.lock:
+            other = fleet.handed.setdefault(trial["id"], cid)
+            if other != cid:
+                fleet.twice.append((trial["id"], other, cid))
+        time.sleep(rng.uniform(0.02, 0.15))  # the evaluation
+        value = _value(trial["params"])
+        r = fleet.post(k, f"/studies/{study}/trials/{trial['id']}/tell", {"value": value})
+        if r.status_code != 200:
+            fleet.errors.append(f"tell {r.status_code}: {r.text}")
+            return
+        with fleet.lock:
+            fleet.acked[trial["id"]] = value
+
+
+def _replica(server: Server) -> dict:
+    return httpx.get(server.url + "/api/v1/replica", timeout=30.0).json()
+
+
+def test_replicas_share_one_proposer_and_survive_its_sigkill(pg_url: str, tmp_path: Path):
+    servers = [
+        Server(pg_url, tmp_path / f"replica-{k}.log", args=("--proposer-lease", str(LEASE)))
+        for k in range(3)
+    ]
+    for s in servers:
+        s.start()
+    fleet = Fleet(servers)
+    try:
+        body = {
+            "name": "shared",
+            "space": abo.Space({"x": abo.Float(0, 1), "y": abo.Float(0, 1)}).to_json(),
+            "seed": 0,
+            "n_initial": 4,
+        }
+        created = httpx.post(servers[0].url + "/api/v1/studies", json=body, timeout=30.0)
+        assert created.status_code == 201, created.text
+        threads = [
+            threading.Thread(target=_client, args=(fleet, k, "shared")) for k in range(CLIENTS)
+        ]
+        for t in threads:
+            t.start()
+        while len(fleet.acked) < KILL_AFTER and any(t.is_alive() for t in threads):
+            time.sleep(0.02)
+        seen = [_replica(s) for s in servers]
+        holders = [k for k, r in enumerate(seen) if r["proposing"] == ["shared"]]
+        assert len(holders) == 1, seen  # one replica proposes for the study
+        assert all(r["rounds"] == 0 for k, r in enumerate(seen) if k != holders[0]), seen
+        killed = holders[0]
+        fleet.dead.add(killed)
+        servers[killed].kill()
+        killed_at = time.time()
+        for t in threads:
+            t.join(timeout=240)
+        assert not any(t.is_alive() for t in threads)
+        assert not fleet.errors, fleet.errors[:3]
+        survivors = [_replica(s) for k, s in enumerate(servers) if k != killed]
+        assert sum(r["proposing"] == ["shared"] for r in survivors) == 1, survivors
+    finally:
+        for s in servers:
+            s.stop()
+
+    engine = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT t.number, t.state, t.value, t.params, t.created_at FROM abo_trials t "
+                "JOIN abo_studies s ON s.id = t.study_id WHERE s.name = 'shared'"
+            )
+        ).all()
+        lease = conn.execute(sa.text("SELECT epoch FROM abo_proposers")).scalar_one()
+    engine.dispose()
+    trials = {r.number: r for r in rows}
+    assert len(trials) == len(rows)  # 0 duplicate trial ids
+    assert not fleet.twice  # no trial handed to two clients
+    for trial_id, value in fleet.acked.items():  # 0 acknowledged tells lost
+        assert trials[trial_id].state == "done" and math.isclose(trials[trial_id].value, value)
+    params = [r.params for r in rows]
+    assert len(set(params)) == len(params)  # 0 duplicate proposals
+    assert lease >= 2  # the lease changed hands
+    after = [r.created_at for r in rows if r.created_at > killed_at]
+    assert after, "no trial was started after the kill"
+    assert min(after) - killed_at <= LEASE + 5.0  # a survivor proposed within the lease
