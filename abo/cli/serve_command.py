@@ -17,6 +17,31 @@ DEVICE_HELP = (
 )
 
 
+ForwardedAllowIps = Annotated[
+    str | None,
+    typer.Option(
+        help="Addresses of the reverse proxy whose X-Forwarded-For/-Proto to trust "
+        "(comma-separated, or '*'). Default: none, so clients are known by the address "
+        "their packets come from.",
+    ),
+]
+AdvertiseUrl = Annotated[
+    str | None,
+    typer.Option(
+        help="This replica's URL as other `abo serve` replicas on the same database reach "
+        "it (asks for studies it proposes for are forwarded there). Default: "
+        "http://HOST:PORT, with this machine's name when bound to all addresses.",
+    ),
+]
+ProposerLease = Annotated[
+    float,
+    typer.Option(
+        help="Seconds a replica's proposer lease of a study lasts unrenewed: a "
+        "dead replica's studies move to another within it."
+    ),
+]
+
+
 def serve(
     storage: Annotated[str, typer.Option(help="Storage URL (PostgreSQL for many hosts).")] = (
         DEFAULT_STORAGE
@@ -38,30 +63,10 @@ def serve(
         int | None,
         typer.Option(help="Asks that may wait for proposals at once (503 busy after; 256)."),
     ] = None,
-    forwarded_allow_ips: Annotated[
-        str | None,
-        typer.Option(
-            help="Addresses of the reverse proxy whose X-Forwarded-For/-Proto to trust "
-            "(comma-separated, or '*'). Default: none, so clients are known by the address "
-            "their packets come from.",
-        ),
-    ] = None,
+    forwarded_allow_ips: ForwardedAllowIps = None,
     device: Annotated[str | None, typer.Option(help=DEVICE_HELP)] = None,
-    advertise_url: Annotated[
-        str | None,
-        typer.Option(
-            help="This replica's URL as other `abo serve` replicas on the same database reach "
-            "it (asks for studies it proposes for are forwarded there). Default: "
-            "http://HOST:PORT, with this machine's name when bound to all addresses.",
-        ),
-    ] = None,
-    proposer_lease: Annotated[
-        float,
-        typer.Option(
-            help="Seconds a replica's proposer lease of a study lasts unrenewed: a "
-            "dead replica's studies move to another within it."
-        ),
-    ] = 10.0,
+    advertise_url: AdvertiseUrl = None,
+    proposer_lease: ProposerLease = 10.0,
 ) -> None:
     """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/).
 

@@ -70,10 +70,25 @@ def _positive(name: str, value: Any, kind: type = int) -> None:
         raise AboError(f"{name}: expected a positive {kind.__name__}, got {value!r}")
 
 
-def _check_url(url: Any) -> None:
-    """Refuse an advertised address that is not an ``http(s)://host[:port]`` URL."""
+def _check_options(sizes: dict[str, Any], times: dict[str, Any]) -> None:
+    """Refuse a size or a time that is not positive (naming it)."""
+    for name, value in sizes.items():
+        _positive(name, value)
+    for name, value in times.items():
+        _positive(name, value, float)
+
+
+def _check_places(url: Any, device: str | None) -> None:
+    """Refuse an advertised address that is not an ``http(s)://host[:port]`` URL, and a
+    device this machine does not have."""
     from urllib.parse import urlsplit
 
+    if device is not None:
+        from abo.model.device import resolve_device
+
+        resolve_device(device)
+    if url is None:
+        return
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise AboError(
@@ -222,44 +237,30 @@ def create_app(
         ask_threads: proposal rounds that run at once (for different studies).
         device: where this service's GPs and searches run for every study ('cpu', 'cuda',
             'cuda:N' or 'auto'), instead of each study's own ``device``.
-        advertise_url: this replica's URL as the other replicas on the same database reach
-            it (``http://host:port``), where they forward asks for the studies it proposes
-            for; ``None``: they wait for its proposer lease to lapse instead.
-        proposer_lease: seconds a replica's proposer lease of a study lasts unrenewed: a
-            dead replica's studies move to another within it (``abo.service.proposers``).
+        advertise_url: ``http://host:port`` where the other replicas on the same database
+            forward asks for the studies this one proposes for (``None``: not reachable).
+        proposer_lease: seconds a replica's proposer lease of a study lasts unrenewed
+            (``abo.service.proposers``).
 
     Raises:
         StorageError: the storage cannot be opened or written (read-only, immutable, a
             read-only replica): a service that cannot record a tell must not start.
     """
-    _positive("max_body_bytes", max_body_bytes)
-    _positive("body_timeout", body_timeout, float)
-    _positive("max_waiting_asks", max_waiting_asks)
-    _positive("max_ask_batch", max_ask_batch)
-    _positive("ask_threads", ask_threads)
-    _positive("proposer_lease", proposer_lease, float)
-    if advertise_url is not None:
-        _check_url(advertise_url)
+    sizes = {"max_body_bytes": max_body_bytes, "max_waiting_asks": max_waiting_asks,
+             "max_ask_batch": max_ask_batch, "ask_threads": ask_threads}  # fmt: skip
+    _check_options(sizes, {"body_timeout": body_timeout, "proposer_lease": proposer_lease})
+    _check_places(advertise_url, device)
     if token_file is not None:
         read_tokens(token_file, env=False)  # AboError now for a missing or empty file
     tokens = TokenSet([token] if isinstance(token, str) else (token or []), token_file)
-    if device is not None:
-        from abo.model.device import resolve_device
-
-        resolve_device(device)  # AboError now for a device this machine does not have
     storage = _writable_storage(storage_url)
-    state = ServiceState(
-        storage, max_waiting_asks, max_ask_batch, ask_threads, device,
-        advertise_url.rstrip("/") if advertise_url else None, float(proposer_lease),
-    )  # fmt: skip
+    lease = (advertise_url.rstrip("/") if advertise_url else None, float(proposer_lease))
+    state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads, device, *lease)
     app = FastAPI(
-        lifespan=_lifespan(state, tokens, token_file is not None),
-        title="abo",
-        version=__version__,
-        description=DESCRIPTION,
-        docs_url=None,  # served from the package's own Swagger UI files (abo.service.dashboard)
-        redoc_url=None,
-    )
+        lifespan=_lifespan(state, tokens, token_file is not None), title="abo",
+        version=__version__, description=DESCRIPTION,
+        docs_url=None, redoc_url=None,  # the package's own Swagger UI (abo.service.dashboard)
+    )  # fmt: skip
     app.state.abo = state  # what the routers' ``Service`` dependency hands their endpoints
     app.state.tokens = tokens
     _handle_errors(app, state)

@@ -395,13 +395,3 @@ class Ready(Health):
     """``/readyz``: the storage can be written; and how many asks wait for a proposal."""
 
     asks_waiting: int
-
-
-class Replica(BaseModel):
-    """``/api/v1/replica``: this ``abo serve`` process among the replicas on its database."""
-
-    replica: str = Field(description="this replica's id (host:pid:random)")
-    address: str | None = Field(description="where the other replicas forward asks to it")
-    lease_seconds: float = Field(description="how long its proposer leases last unrenewed")
-    proposing: list[str] = Field(description="the studies whose proposer lease it holds now")
-    rounds: int = Field(description="proposal rounds it ran since it started")

@@ -75,8 +75,8 @@ class Study(StudyAPI):
         fence: lifecycle.Fence | None = None,
     ) -> None:
         """Wrap a stored study; ``refit`` and ``device`` override its refit policy and its
-        device in this process only; ``fence`` may refuse a round's new trials inside the
-        transaction that stores them (a service replica that lost the proposer lease)."""
+        device in this process only; ``fence`` may refuse a round's new trials where they
+        are stored (a service replica that lost its proposer lease)."""
         self._storage = storage
         self._fence = fence
         self._record = record
@@ -234,9 +234,8 @@ class Study(StudyAPI):
                 proposed = self._propose(remaining, n_workers, pace)
                 params = [p for p, _ in proposed]
                 records = [r for _, r in proposed]
-                started += lifecycle.start(
-                    self._storage, self._record, params, records, rest, fence
-                )
+                store = (self._storage, self._record)
+                started += lifecycle.start(*store, params, records, rest, fence)
             return started
 
     def _propose(

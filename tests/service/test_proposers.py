@@ -117,3 +117,41 @@ def test_deleting_a_study_removes_its_lease(shared) -> None:
         assert tx.proposer() is None
     a.renew()  # the old study's lease is dropped without error
     assert a.proposing() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"advertise_url": "ftp://host:1"}, "advertise_url"),
+        ({"advertise_url": "http://"}, "advertise_url"),
+        ({"proposer_lease": 0}, "proposer_lease"),
+        ({"proposer_lease": float("nan")}, "proposer_lease"),
+    ],
+)
+def test_the_app_refuses_a_bad_address_or_lease_naming_it(options: dict, field: str) -> None:
+    from abo.service.app import create_app
+
+    with pytest.raises(abo.AboError, match=field):
+        create_app("sqlite://", **options)
+
+
+def test_abo_serve_refuses_a_bad_advertised_address_before_serving() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "abo.cli.main", "serve", "--storage", "sqlite://",
+         "--advertise-url", "nowhere"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and "advertise_url" in done.stderr
+
+
+def test_the_default_address_is_the_bound_one_or_the_machine_name() -> None:
+    import socket
+
+    from abo.cli.serve_command import default_address
+
+    assert default_address("127.0.0.1", 8801) == "http://127.0.0.1:8801"
+    assert default_address("::1", 8801) == "http://[::1]:8801"
+    assert default_address("0.0.0.0", 8801) == f"http://{socket.getfqdn()}:8801"

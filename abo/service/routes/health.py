@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
 import abo.service.schemas as s
 from abo.core.exceptions import StorageError
@@ -12,6 +13,16 @@ from abo.service.errors import abo_error_response, error_response
 from abo.service.routes.common import Service
 
 router = APIRouter(tags=["health"])
+
+
+class Replica(BaseModel):
+    """``/api/v1/replica``: this ``abo serve`` process among the replicas on its database."""
+
+    replica: str = Field(description="this replica's id (host:pid:random)")
+    address: str | None = Field(description="where the other replicas forward asks to it")
+    lease_seconds: float = Field(description="how long its proposer leases last unrenewed")
+    proposing: list[str] = Field(description="the studies whose proposer lease it holds now")
+    rounds: int = Field(description="proposal rounds it ran since it started")
 
 
 @router.get("/healthz", response_model=s.Health)
@@ -46,12 +57,12 @@ def readyz(state: Service) -> s.Ready | JSONResponse:
     return s.Ready(status="ready", asks_waiting=state.asks.waiting)
 
 
-@router.get("/api/v1/replica", response_model=s.Replica, tags=["replicas"])
-def replica(state: Service) -> s.Replica:
+@router.get("/api/v1/replica", response_model=Replica, tags=["replicas"])
+def replica(state: Service) -> Replica:
     """This replica: its id and address, and the studies it proposes for now (the other
     replicas on the same database forward their asks to it)."""
     leases = state.leases
-    return s.Replica(
+    return Replica(
         replica=leases.holder,
         address=leases.address,
         lease_seconds=leases.seconds,
