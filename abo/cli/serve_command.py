@@ -41,6 +41,14 @@ ProposerLease = Annotated[
     ),
 ]
 
+DaskScheduler = Annotated[
+    str | None,
+    typer.Option(
+        help="Run proposal rounds and GP fits on the workers of the Dask cluster at this "
+        "scheduler address (tcp://host:8786) instead of in this process."
+    ),
+]
+
 
 def serve(
     storage: Annotated[str, typer.Option(help="Storage URL (PostgreSQL for many hosts).")] = (
@@ -67,6 +75,7 @@ def serve(
     device: Annotated[str | None, typer.Option(help=DEVICE_HELP)] = None,
     advertise_url: AdvertiseUrl = None,
     proposer_lease: ProposerLease = 10.0,
+    dask_scheduler: DaskScheduler = None,
 ) -> None:
     """Serve the ask/tell API, its OpenAPI schema (/docs) and the dashboard (/).
 
@@ -87,6 +96,7 @@ def serve(
     replica = {
         "advertise_url": advertise_url or default_address(bind_host, port),
         "proposer_lease": proposer_lease,
+        "dask_scheduler": dask_scheduler,
     }
     app = _app(storage, tokens, token_file, *limits, device, replica)
     _announce(bind_host, port, tokens, storage)

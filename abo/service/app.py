@@ -78,6 +78,15 @@ def _check_options(sizes: dict[str, Any], times: dict[str, Any]) -> None:
         _positive(name, value, float)
 
 
+def _cluster(address: str | None) -> Any:
+    """Proposals on the Dask cluster at ``address`` (``None``: in this process)."""
+    if address is None:
+        return None
+    from abo.propose.remote import ClusterProposals
+
+    return ClusterProposals(address)
+
+
 def _check_places(url: Any, device: str | None) -> None:
     """Refuse an advertised address that is not an ``http(s)://host[:port]`` URL, and a
     device this machine does not have."""
@@ -185,6 +194,8 @@ def _lifespan(
         state.asks.close()  # no new proposal rounds once the server stops
         await run_in_threadpool(state.leases.close)  # the other replicas take over at once
         await state.forwarder.close()
+        if state.proposals is not None:
+            await run_in_threadpool(state.proposals.close)
 
     return lifespan
 
@@ -219,6 +230,7 @@ def create_app(
     device: str | None = None,
     advertise_url: str | None = None,
     proposer_lease: float = DEFAULT_LEASE_SECONDS,
+    dask_scheduler: str | None = None,
 ) -> FastAPI:
     """The service on ``storage_url`` (SQLite file or PostgreSQL URL).
 
@@ -237,10 +249,9 @@ def create_app(
         ask_threads: proposal rounds that run at once (for different studies).
         device: where this service's GPs and searches run for every study ('cpu', 'cuda',
             'cuda:N' or 'auto'), instead of each study's own ``device``.
-        advertise_url: ``http://host:port`` where the other replicas on the same database
-            forward asks for the studies this one proposes for (``None``: not reachable).
-        proposer_lease: seconds a replica's proposer lease of a study lasts unrenewed
-            (``abo.service.proposers``).
+        advertise_url, proposer_lease: where the other replicas on the same database reach
+            this one, and its proposer leases' seconds (``abo.service.proposers``).
+        dask_scheduler: run proposal rounds on this Dask cluster (``abo.propose.remote``).
 
     Raises:
         StorageError: the storage cannot be opened or written (read-only, immutable, a
@@ -255,7 +266,8 @@ def create_app(
     tokens = TokenSet([token] if isinstance(token, str) else (token or []), token_file)
     storage = _writable_storage(storage_url)
     lease = (advertise_url.rstrip("/") if advertise_url else None, float(proposer_lease))
-    state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads, device, *lease)
+    state = ServiceState(storage, max_waiting_asks, max_ask_batch, ask_threads, device, *lease,
+                         _cluster(dask_scheduler))  # fmt: skip
     app = FastAPI(
         lifespan=_lifespan(state, tokens, token_file is not None), title="abo",
         version=__version__, description=DESCRIPTION,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
@@ -25,6 +25,9 @@ from abo.service.health import WriteHealth
 from abo.service.proposers import DEFAULT_LEASE_SECONDS, ProposerLeases
 from abo.storage import ProposerLease, Storage, StudyRecord
 from abo.study.study import Study
+
+if TYPE_CHECKING:
+    from abo.propose.remote import ClusterProposals
 
 T = TypeVar("T")
 CREATED_HEADER = "X-Abo-Study-Created"
@@ -47,8 +50,10 @@ class ServiceState:
         device: str | None = None,
         address: str | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        proposals: ClusterProposals | None = None,
     ) -> None:
         self.storage = storage
+        self.proposals = proposals  # proposal rounds on a Dask cluster (abo.propose.remote)
         self.device = device  # overrides each study's device in this process
         self.leases = ProposerLeases(storage, address, lease_seconds)
         self.forwarder = Forwarder(self.leases)
@@ -61,8 +66,9 @@ class ServiceState:
 
     def _open(self, record: Any) -> Study:
         return Study(
-            self.storage, record, refit="background", device=self.device, fence=self.leases.fence
-        )
+            self.storage, record, refit="background", device=self.device,
+            fence=self.leases.fence, proposals=self.proposals,
+        )  # fmt: skip
 
     def load(self, name: str) -> StudyRecord:
         """The storage's record of the study called ``name``; ``StudyNotFoundError`` naming

@@ -4,6 +4,8 @@ argument with an ``AboError`` naming the field, before anything is stored or sen
 from __future__ import annotations
 
 import numbers
+import re
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,6 +14,7 @@ from abo.core.outcomes import Objective, check_number, finite_float, shown
 from abo.core.userdata import check_mapping
 from abo.spec.study_spec import StudySpec
 
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_REASON = 10_000  # characters of a failure's reason that are kept
 
 
@@ -89,3 +92,16 @@ def check_several(spec: StudySpec, what: str) -> tuple[Objective, ...]:
             field=what,
         )
     return objectives
+
+
+def check_name(name: str | None) -> str:
+    """A study's name (a random one for ``None``): 1-128 letters, digits, '.', '_', '-'."""
+    if name is None:
+        return f"study-{uuid.uuid4().hex[:8]}"
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise AboError(
+            f"name: {name!r} is not a valid study name (1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit)",
+            field="name",
+        )
+    return name

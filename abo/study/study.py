@@ -22,12 +22,10 @@ Example:
 
 from __future__ import annotations
 
-import re
 import threading
-import uuid
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from abo.analysis.summary import (
     best_trial,
@@ -50,8 +48,11 @@ from abo.spec.options_check import check_existing, check_load_if_exists
 from abo.spec.study_spec import StudySpec
 from abo.storage import QueuedPoint, Storage, StudyRecord, lifecycle, open_storage
 from abo.study.api import StudyAPI
+from abo.study.checks import check_name
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+if TYPE_CHECKING:
+    from abo.propose.remote import ClusterProposals
+
 ADDED = ProposalRecord("added")
 ENQUEUED = ProposalRecord("enqueued")
 
@@ -73,12 +74,14 @@ class Study(StudyAPI):
         refit: str | None = None,
         device: str | None = None,
         fence: lifecycle.Fence | None = None,
+        proposals: ClusterProposals | None = None,
     ) -> None:
         """Wrap a stored study; ``refit`` and ``device`` override its refit policy and its
         device in this process only; ``fence`` may refuse a round's new trials where they
-        are stored (a service replica that lost its proposer lease)."""
+        are stored (a service replica that lost its proposer lease); ``proposals`` runs the
+        proposal rounds on a Dask cluster (``abo.propose.remote``)."""
         self._storage = storage
-        self._fence = fence
+        self._fence, self.proposals = fence, proposals
         self._record = record
         self._name, self._spec = record.name, record.spec
         self._proposer = Proposer(record.spec, refit, device)
@@ -251,25 +254,15 @@ class Study(StudyAPI):
             if modelled and (numeric or self.spec.stopping is not None)
             else None
         )
+        snapshot = (self._storage.trials(self._record), n, n_workers, pace, reports)
+        if self.proposals is not None and modelled:
+            device = self._proposer.device_setting
+            return self.proposals.propose(self._record, device, *snapshot)
         with torch_threads():
-            return self._proposer.propose(
-                self._storage.trials(self._record), n, n_workers, pace, reports
-            )
+            return self._proposer.propose(*snapshot)
 
 
 # --------------------------------------------------------------------------------------------
-def _check_name(name: str | None) -> str:
-    if name is None:
-        return f"study-{uuid.uuid4().hex[:8]}"
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise AboError(
-            f"name: {name!r} is not a valid study name (1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit)",
-            field="name",
-        )
-    return name
-
-
 def create_study(
     space: Space | Mapping[str, Any],
     name: str | None = None,
@@ -310,7 +303,7 @@ def create_study(
         >>> s.name, s.direction
         ('doc', 'minimize')
     """
-    name = _check_name(name)
+    name = check_name(name)
     load_if_exists = check_load_if_exists(load_if_exists)
     # what is compared when the study exists: the options given explicitly
     given = [k for k, v in (("strategy", strategy), ("seed", seed)) if v is not None]

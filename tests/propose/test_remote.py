@@ -1,0 +1,76 @@
+"""Proposal rounds on a real Dask cluster (worker processes): the same points as in this
+process, made on the worker the study's rounds go to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+import abo
+from abo.executors import DaskExecutor
+from abo.propose.remote import ClusterProposals
+from abo.study.study import Study
+
+SPACE = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(-1.0, 1.0)})
+
+
+def _told(storage: str, name: str) -> abo.Study:
+    study = abo.create_study(
+        SPACE, name=name, storage=storage, strategy="thompson", seed=3, n_initial=3, refit="sync"
+    )
+    for trial in study.ask_batch(3):
+        study.tell(trial.id, (trial.params["x"] - 0.3) ** 2 + trial.params["y"] ** 2)
+    return study
+
+
+def test_a_study_proposes_on_a_worker_what_it_would_propose_here(tmp_path: Path) -> None:
+    here = _told(f"sqlite:///{tmp_path / 'here.db'}", "same")
+    there = _told(f"sqlite:///{tmp_path / 'there.db'}", "same")
+    with DaskExecutor(n_workers=2) as ex:
+        workers = set(ex.client.scheduler_info()["workers"])
+        cluster = ClusterProposals(ex.client)
+        remote = Study(there.storage, there.record, proposals=cluster)
+        first, again = remote.ask_batch(2), remote.ask_batch(1)
+        cluster.close()  # not its client: the executor's stays open
+        assert ex.client.status == "running"
+    local = here.ask_batch(2) + here.ask_batch(1)
+    assert [t.params for t in first + again] == [t.params for t in local]
+    where = {t.proposal.details["proposed_on"] for t in first + again}
+    assert len(where) == 1 and where <= workers  # one worker serves the study's rounds
+    assert all("proposed_on" not in t.proposal.details for t in local)
+    assert [t.proposal.strategy for t in first] == ["thompson", "thompson"]
+
+
+def test_a_scheduler_that_cannot_be_reached_is_named() -> None:
+    with pytest.raises(abo.AboError, match="dask_scheduler"):
+        ClusterProposals("tcp://127.0.0.1:1", timeout=2)
+    with pytest.raises(abo.AboError, match="dask_scheduler"):
+        ClusterProposals("")
+
+
+def test_abo_serve_runs_its_proposal_rounds_on_the_cluster(tmp_path: Path) -> None:
+    from distributed import LocalCluster
+
+    from tests.service.conftest import Server
+
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        worker = next(iter(cluster.scheduler_info["workers"]))
+        args = ("--dask-scheduler", cluster.scheduler_address)
+        server = Server(f"sqlite:///{tmp_path / 'abo.db'}", tmp_path / "log", args=args).start()
+        try:
+            api = httpx.Client(base_url=server.url + "/api/v1", timeout=120)
+            body = {"name": "far", "space": SPACE.to_json(), "strategy": "thompson", "seed": 1}
+            assert api.post("/studies", json={**body, "n_initial": 2}).status_code == 201
+            for _ in range(3):
+                trial = api.post("/studies/far/ask", json={}).json()["trials"][0]
+                value = (trial["params"]["x"] - 0.3) ** 2
+                assert api.post(f"/studies/far/trials/{trial['id']}/tell", json={"value": value})
+            records = [t["proposal"] for t in api.get("/studies/far/trials").json()["trials"]]
+        finally:
+            server.stop()
+    assert [r["strategy"] for r in records] == ["sobol", "sobol", "thompson"]
+    assert records[2]["details"]["proposed_on"] == worker
