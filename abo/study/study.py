@@ -82,6 +82,7 @@ class Study(StudyAPI):
         proposal rounds on a Dask cluster (``abo.propose.remote``)."""
         self._storage = storage
         self._fence, self.proposals = fence, proposals
+        self._reap = lifecycle.Reaper(storage, record)
         self._record = record
         self._name, self._spec = record.name, record.spec
         self._proposer = Proposer(record.spec, refit, device)
@@ -178,27 +179,27 @@ class Study(StudyAPI):
         return lifecycle.reap(self._storage, self._record)
 
     def _heartbeat(self, trial_id: int) -> Trial:
-        lifecycle.reap(self._storage, self._record)
+        self._reap()
         return lifecycle.heartbeat(self._storage, self._record, trial_id)
 
     def _tell(
         self, trial_id: int, values: dict[str, float], user: dict[str, Any], info: dict[str, Any]
     ) -> Trial:
-        lifecycle.reap(self._storage, self._record)
+        self._reap()
         return lifecycle.finish(
             self._storage, self._record, trial_id, TrialState.DONE,
             values=values, user=user, info=info,
         )  # fmt: skip
 
     def _report(self, trial_id: int, step: float, value: float) -> bool:
-        lifecycle.reap(self._storage, self._record)
+        self._reap()
         _, stop = lifecycle.report(self._storage, self._record, trial_id, step, value, self._rule)
         return stop
 
     def _fail(
         self, trial_id: int, reason: str, user: dict[str, Any], info: dict[str, Any]
     ) -> Trial:
-        lifecycle.reap(self._storage, self._record)
+        self._reap()
         return lifecycle.finish(
             self._storage, self._record, trial_id, TrialState.FAILED,
             reason=reason, user=user, info=info,
@@ -228,7 +229,7 @@ class Study(StudyAPI):
     ) -> list[Trial]:
         """Queued points first (after reaping expired leases), then proposals for the rest."""
         with self._lock:
-            lifecycle.reap(self._storage, self._record)
+            self._reap()
             fence = self._fence
             started = lifecycle.start_queued(self._storage, self._record, n, infos, fence)
             remaining = n - len(started)
