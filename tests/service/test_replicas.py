@@ -16,10 +16,10 @@ import sqlalchemy as sa
 import abo
 from tests.service.conftest import Server
 
-LEASE = 2.0  # seconds (the default is 10): a dead proposer's studies move within it
-CLIENTS = 12
-KILL_AFTER = 16  # acknowledged tells before the proposing replica is killed
-TELLS = 48
+LEASE = 3.0  # seconds (the default is 10): a dead proposer's studies move within it
+CLIENTS = 8
+KILL_AFTER = 12  # acknowledged tells before the proposing replica is killed
+TELLS = 32
 
 
 def _value(params: dict) -> float:
