@@ -263,10 +263,8 @@ def lose(storage: Storage, study: StudyRecord, trial_id: int, reason: str) -> Tr
 
 
 def reap(storage: Storage, study: StudyRecord, now: float | None = None) -> list[Trial]:
-    """Running trials whose lease expired, marked ``lost`` exactly once, re-queued.
-
-    Looked for first without the study's write lock: nearly always none expired, and the
-    lock would make every tell and ask of every process wait for this read."""
+    """Running trials whose lease expired, marked ``lost`` exactly once, re-queued; looked
+    for first without the study's write lock (nearly always none expired)."""
     with storage.reading(study) as tx:
         at = tx.now if now is None else now
         if not any(
@@ -282,24 +280,6 @@ def reap(storage: Storage, study: StudyRecord, now: float | None = None) -> list
             if t.lease_expires_at is not None and t.lease_expires_at < at
         ]
         return _lose(tx, expired, "lease expired") if expired else []
-
-
-class Reaper:
-    """``reap`` before a study's calls, at most once per ``min(1 s, lease / 4)`` of the
-    storage clock in this process: a lease lasts minutes, and a reap per tell cost a third
-    of each tell's time (``benchmarks/replicas_load.py``)."""
-
-    def __init__(self, storage: Storage, study: StudyRecord) -> None:
-        self.storage, self.study = storage, study
-        self.every = min(1.0, study.spec.lease_seconds / 4)
-        self.last: float | None = None
-
-    def __call__(self) -> None:
-        now = self.storage.clock()
-        if self.last is not None and 0.0 <= now - self.last < self.every:
-            return
-        self.last = now
-        reap(self.storage, self.study)
 
 
 def heartbeat(storage: Storage, study: StudyRecord, trial_id: int) -> Trial:

@@ -47,6 +47,7 @@ from abo.propose.proposer import Proposer
 from abo.spec.options_check import check_existing, check_load_if_exists
 from abo.spec.study_spec import StudySpec
 from abo.storage import QueuedPoint, Storage, StudyRecord, lifecycle, open_storage
+from abo.storage.reaper import Reaper
 from abo.study.api import StudyAPI
 from abo.study.checks import check_name
 
@@ -82,7 +83,7 @@ class Study(StudyAPI):
         proposal rounds on a Dask cluster (``abo.propose.remote``)."""
         self._storage = storage
         self._fence, self.proposals = fence, proposals
-        self._reap = lifecycle.Reaper(storage, record)
+        self._reap = Reaper(storage, record)
         self._record = record
         self._name, self._spec = record.name, record.spec
         self._proposer = Proposer(record.spec, refit, device)
