@@ -41,6 +41,14 @@ ProposerLease = Annotated[
     ),
 ]
 
+LogFormat = Annotated[
+    str,
+    typer.Option(
+        help="'text' (uvicorn's lines) or 'json': one JSON object a line on stderr for every "
+        "record, with an access record per request (route, status, duration_ms)."
+    ),
+]
+
 DaskScheduler = Annotated[
     str | None,
     typer.Option(
@@ -63,6 +71,7 @@ def serve(
     ] = None,
     max_body_bytes: Annotated[int, typer.Option(help="Larger request bodies get 413.")] = 1 << 20,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_format: LogFormat = "text",
     body_timeout: Annotated[
         float | None,
         typer.Option(help="Seconds a request body may take to arrive (408 after; default 30)."),
@@ -82,11 +91,13 @@ def serve(
     The token file is followed while serving: a token removed from it stops working at the
     next request (and its browser sessions end); SIGHUP reads the file at once."""
     from abo.service.auth import TokenSet, check_bind, read_tokens
+    from abo.service.logs import log_config
 
     try:
         tokens = read_tokens(token_file)
         bind_host = check_bind(host, TokenSet(tokens))  # the address: no IPv6 brackets
-    except AboError as exc:
+        log_setup = log_config(log_level, log_format)
+    except (AboError, ValueError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None
 
@@ -99,12 +110,14 @@ def serve(
         "dask_scheduler": dask_scheduler,
     }
     app = _app(storage, tokens, token_file, *limits, device, replica)
-    _announce(bind_host, port, tokens, storage)
+    _announce(bind_host, port, tokens, storage, log_setup)
     uvicorn.run(
         app,
         host=bind_host,
         port=port,
         log_level=log_level,
+        log_config=log_setup or uvicorn.config.LOGGING_CONFIG,
+        access_log=log_setup is None,  # JSON logs write abo.access records instead
         proxy_headers=bool(forwarded_allow_ips),  # else uvicorn trusts 127.0.0.1's headers
         forwarded_allow_ips=forwarded_allow_ips or None,
     )
@@ -148,12 +161,21 @@ def default_address(bind_host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _announce(bind_host: str, port: int, tokens: list[str], storage: str) -> None:
-    """Say on stderr where the service listens, how it checks clients, and on what storage."""
+def _announce(
+    bind_host: str, port: int, tokens: list[str], storage: str, log_setup: dict | None = None
+) -> None:
+    """Say on stderr where the service listens, how it checks clients, and on what storage
+    (as a JSON record when the logs are JSON)."""
     auth = f"{len(tokens)} token(s)" if tokens else "no auth (loopback only)"
     shown = f"[{bind_host}]" if ":" in bind_host else bind_host
-    err.print(
+    line = (
         f"abo service on http://{shown}:{port} ({auth}) for {storage_label(storage)}; "
-        "dashboard at /, API at /docs",
-        highlight=False,
+        "dashboard at /, API at /docs"
     )
+    if log_setup is None:
+        err.print(line, highlight=False)
+        return
+    import logging.config
+
+    logging.config.dictConfig(log_setup)
+    logging.getLogger("abo").info(line, extra={"url": f"http://{shown}:{port}"})

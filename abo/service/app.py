@@ -36,7 +36,12 @@ from abo import __version__
 from abo.core.exceptions import AboError, ProposerMoved, StorageError
 from abo.service.auth import TokenSet, read_tokens
 from abo.service.errors import AsksBackedUp, abo_error_response, error_response
-from abo.service.middleware import AuthMiddleware, BodyLimitMiddleware, WriteRecorder
+from abo.service.middleware import (
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    RequestRecorder,
+    WriteRecorder,
+)
 from abo.service.proposers import DEFAULT_LEASE_SECONDS
 from abo.service.routes import health, results, studies, trials
 from abo.service.routes.common import API, ERROR_RESPONSES, study_summary, trial_out
@@ -141,6 +146,7 @@ def _handle_errors(app: FastAPI, state: ServiceState) -> None:
     async def _on_abo(_request: Request, exc: AboError) -> JSONResponse:
         if isinstance(exc, StorageError):  # for /readyz: the storage failed a request
             state.health.failed(str(exc).split("[SQL:", 1)[0].rstrip())
+            state.metrics.storage_errors.inc()
         return abo_error_response(exc)
 
     @app.exception_handler(ProposerMoved)
@@ -151,6 +157,7 @@ def _handle_errors(app: FastAPI, state: ServiceState) -> None:
 
     @app.exception_handler(AsksBackedUp)
     async def _on_busy(_request: Request, exc: AsksBackedUp) -> JSONResponse:
+        state.metrics.refused.inc()
         return exc.response()
 
     @app.exception_handler(RequestValidationError)
@@ -204,7 +211,7 @@ def _assemble(
     app: FastAPI, state: ServiceState, tokens: TokenSet, max_body: int, timeout: float
 ) -> None:
     """Mount the routers (health first, then the API's resources, then the dashboard) and
-    the middleware (auth added last, so it runs first)."""
+    the middleware (the last added runs first: the request recorder, then auth)."""
     from abo.service.analysis_routes import analysis_routes
     from abo.service.dashboard import dashboard_routes
 
@@ -215,7 +222,8 @@ def _assemble(
     app.include_router(dashboard_routes())
     app.add_middleware(WriteRecorder, health=state.health, prefix=API)
     app.add_middleware(BodyLimitMiddleware, limit=max_body, timeout=timeout)
-    app.add_middleware(AuthMiddleware, tokens=tokens)  # added last: runs first
+    app.add_middleware(AuthMiddleware, tokens=tokens)
+    app.add_middleware(RequestRecorder, metrics=state.metrics, replica=state.leases.holder)
 
 
 def create_app(

@@ -72,6 +72,7 @@ class AskLines:
         max_batch: most trials one round proposes (an ask is never split across rounds).
         threads: rounds running at once (for different studies).
         guard: entered around each round's ``ask_batch`` (a replica's proposer lease).
+        observe: told each round's seconds and the trials it started (``/metrics``).
     """
 
     def __init__(
@@ -80,11 +81,14 @@ class AskLines:
         max_batch: int,
         threads: int = 4,
         guard: Callable[[Study], AbstractContextManager[None]] | None = None,
+        observe: Callable[[float, int], None] | None = None,
     ) -> None:
         self.max_waiting = max_waiting
         self.guard = guard or (lambda _study: nullcontext())  # around each round's proposals
+        self.observe = observe or (lambda _seconds, _trials: None)
         self.max_batch = max_batch
         self.rounds = 0
+        self.running = 0  # rounds proposing now
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="abo-ask")
         self._lock = threading.Lock()
         self._lines: dict[Study, _Line] = {}
@@ -201,11 +205,20 @@ class AskLines:
             workers = [w.n_workers for w in batch if w.n_workers is not None]
             n_workers = max(workers, default=None)
             paces = [w.pace for w in batch if w.pace is not None]  # the most hurried asker's
-            with self.guard(study):  # this replica's proposer lease (abo.service.proposers)
-                started = study.ask_batch(
-                    len(extras), n_workers=n_workers, info=extras, pace=min(paces, default=None)
-                )
+            began = time.monotonic()
+            with self._lock:
+                self.running += 1
+            try:
+                with self.guard(study):  # this replica's proposer lease (abo.service.proposers)
+                    started = study.ask_batch(
+                        len(extras), n_workers=n_workers, info=extras,
+                        pace=min(paces, default=None),
+                    )  # fmt: skip
+            finally:
+                with self._lock:
+                    self.running -= 1
             self.rounds += 1
+            self.observe(time.monotonic() - began, len(started))
             if len(started) != len(extras):  # pragma: no cover - ask_batch starts exactly n
                 raise AboError(f"ask: expected {len(extras)} trials, got {len(started)}")
         shares: list[list[Trial]] = []

@@ -5,9 +5,10 @@ the same request to the holder's address and relays its answer as it came (statu
 ``Retry-After``), so the ask joins the holder's shared round. A forwarded request carries
 ``X-Abo-Forwarded``; a replica never forwards such a request again (a lease that moved
 meanwhile answers 503 ``proposer_moved``, which clients retry). When the holder cannot be
-reached (it died, or it has no address), the replica waits for its lease to expire and takes
-it over, then proposes itself; the asker's ``client_id`` gets back any trials the dead
-holder had started for it.
+reached (it stopped, died, or has no address), the replica waits until its lease is released
+(a holder stopped with SIGTERM releases its leases once its rounds in flight are answered) or
+expires (a holder that died), takes it over, then proposes itself; the asker's ``client_id``
+gets back any trials the old holder had started for it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Forwarder:
         self.leases = leases
         self.timeout = timeout
         self._client: httpx.AsyncClient | None = None
+        self._waits: dict[tuple[int, float], asyncio.Future[ProposerLease | None]] = {}
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -100,19 +102,32 @@ class Forwarder:
         )
 
     async def _take_over(self, record: StudyRecord, lease: ProposerLease) -> ProposerLease | None:
-        """Wait for an unreachable holder's lease to expire and take it (``None``), or the
-        lease of a third replica that took it first."""
-        deadline = time.monotonic() + self.leases.seconds + 5.0
+        """Wait until an unreachable holder's lease is released (it stopped gracefully) or
+        expires (it died) and take it (``None``), or the lease of a third replica that took
+        it first. The asks that find a study's holder gone share one wait."""
+        key = (record.id, record.created_at)
+        task = self._waits.get(key)
+        if task is None or task.done():
+            task = asyncio.ensure_future(self._wait_for(record, lease))
+            self._waits[key] = task
+        try:
+            return await asyncio.shield(task)  # a client that leaves does not end the wait
+        finally:
+            if task.done() and self._waits.get(key) is task:
+                del self._waits[key]
+
+    async def _wait_for(self, record: StudyRecord, lease: ProposerLease) -> ProposerLease | None:
         expires_in = lease.expires_at - self.leases.storage.clock()  # the holder's clock
-        await asyncio.sleep(max(0.0, min(expires_in, self.leases.seconds)))
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + max(0.0, min(expires_in, self.leases.seconds)) + 5.0
+        while True:
             current = await run_in_threadpool(self.leases.claim, record)
             if current.holder == self.leases.holder:
                 return None
             if current.holder != lease.holder:
                 return current
+            if time.monotonic() >= deadline:
+                raise ProposerMoved(
+                    f"ask: the proposer of study {record.name!r} ({lease.holder}) cannot be "
+                    "reached and its lease does not expire; ask again"
+                )
             await asyncio.sleep(TAKEOVER_POLL)
-        raise ProposerMoved(
-            f"ask: the proposer of study {record.name!r} ({lease.holder}) cannot be reached "
-            "and its lease does not expire; ask again"
-        )

@@ -1,7 +1,11 @@
-"""ASGI middleware of the service: bearer-token auth, a size limit and deadline on bodies, and
-the record of committed writes that ``/readyz`` reads."""
+"""ASGI middleware of the service: bearer-token auth, a size limit and deadline on bodies, the
+record of committed writes that ``/readyz`` reads, and the per-request metrics and access
+records."""
 
 from __future__ import annotations
+
+import logging
+import time
 
 import anyio
 from fastapi import Request, Response
@@ -11,6 +15,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from abo.service.auth import COOKIE, OPEN_PATHS, TokenSet, bearer
 from abo.service.errors import error_response
 from abo.service.health import WriteHealth
+from abo.service.logs import ACCESS
+from abo.service.metrics import Metrics
+
+access_log = logging.getLogger(ACCESS)
 
 HTML_LOGIN_PATHS = frozenset({"/", "/docs"})
 
@@ -144,3 +152,65 @@ class WriteRecorder:
             await send(message)
 
         await self.app(scope, receive, record)
+
+
+def _template(scope: Scope) -> str:
+    """The matched route's path template with the prefix it was mounted under
+    (``/api/v1/studies/{name}/ask``), or ``unmatched``: a bounded label, never a study name.
+    Some FastAPI versions keep the router's own path on the route, without the prefix; the
+    prefix is then the request path's leading segments (prefixes hold no parameters)."""
+    template = getattr(scope.get("route"), "path", None)
+    if not isinstance(template, str):
+        return "unmatched"
+    parts, own = scope["path"].split("/"), template.split("/")
+    if len(parts) > len(own):
+        return "/".join(parts[: len(parts) - len(own) + 1]) + template
+    return template
+
+
+class RequestRecorder:
+    """Counts each request by its route template and status, times it (``/metrics``), and
+    writes one ``abo.access`` record for it when that logger is on (``--log-format json``).
+    Outermost, so a request refused by auth or the body limit is counted too."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, replica: str) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.replica = replica
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500  # unless an answer starts
+
+        async def record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record)
+        finally:
+            self._done(scope, status, time.perf_counter() - start)
+
+    def _done(self, scope: Scope, status: int, seconds: float) -> None:
+        route = _template(scope)
+        method = scope["method"]
+        self.metrics.answered(method, route, status, seconds)
+        if access_log.isEnabledFor(logging.INFO):
+            path = scope["path"]
+            headers = dict(scope.get("headers") or ())
+            client = scope.get("client")
+            access_log.info(
+                "%s %s %d", method, path, status,
+                extra={
+                    "method": method, "path": path, "route": route, "status": status,
+                    "duration_ms": round(1000.0 * seconds, 3),
+                    "client": f"{client[0]}:{client[1]}" if client else None,
+                    "request_id": headers.get(b"x-request-id", b"").decode("latin-1") or None,
+                    "replica": self.replica,
+                },
+            )  # fmt: skip

@@ -120,8 +120,12 @@ class ProposerLeases:
             epoch = current.epoch
         else:
             epoch = current.epoch + 1
-            log.warning("abo: took over proposing for study %r from %s", tx.study.name,
-                        current.holder)  # fmt: skip
+        fields = {"study": tx.study.name, "epoch": epoch, "replica": self.holder}
+        if current is not None and current.holder != self.holder and current.expires_at > 0:
+            log.warning("abo: took over proposing for study %r from %s (its lease expired)",
+                        tx.study.name, current.holder, extra=fields)  # fmt: skip
+        elif current is None or current.holder != self.holder:
+            log.info("abo: proposing for study %r", tx.study.name, extra=fields)
         lease = ProposerLease(self.holder, self.address, epoch, tx.now + self.seconds)
         tx.set_proposer(lease)
         return lease
@@ -212,6 +216,9 @@ class ProposerLeases:
             current = tx.proposer()
             if current is not None and current.holder == self.holder:
                 tx.set_proposer(replace(current, expires_at=0.0))
+                log.info("abo: released the proposer lease of study %r", record.name,
+                         extra={"study": record.name, "epoch": current.epoch,
+                                "replica": self.holder})  # fmt: skip
 
     def close(self) -> None:
         """Stop renewing and release every lease (a stopping replica hands its studies on

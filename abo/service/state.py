@@ -22,6 +22,7 @@ from abo.core.trial import Trial
 from abo.service.asks import AskLines, AskWant
 from abo.service.forward import Forwarder
 from abo.service.health import WriteHealth
+from abo.service.metrics import Gauge, Metrics
 from abo.service.proposers import DEFAULT_LEASE_SECONDS, ProposerLeases
 from abo.storage import ProposerLease, Storage, StudyRecord
 from abo.study.study import Study
@@ -57,12 +58,32 @@ class ServiceState:
         self.device = device  # overrides each study's device in this process
         self.leases = ProposerLeases(storage, address, lease_seconds)
         self.forwarder = Forwarder(self.leases)
+        self.metrics = Metrics()
         self.asks = AskLines(
-            max_waiting_asks, max_ask_batch, ask_threads, lambda st: self.leases.round(st.record)
-        )
+            max_waiting_asks, max_ask_batch, ask_threads,
+            lambda st: self.leases.round(st.record), self.metrics.round_done,
+        )  # fmt: skip
         self.health = WriteHealth()
         self._studies: dict[str, Study] = {}
         self._lock = threading.Lock()
+
+    def gauges(self) -> list[Gauge]:
+        """The values ``/metrics`` reads from this state when scraped."""
+        from abo import __version__
+
+        with self._lock:
+            cached = len(self._studies)
+        info = {"version": __version__, "replica": self.leases.holder}
+        return [
+            Gauge("abo_info", "This service process: abo's version and the replica's id.", 1,
+                  info),
+            Gauge("abo_asks_waiting", "Asks waiting for a proposal round.", self.asks.waiting),
+            Gauge("abo_proposer_leases_held", "Studies this replica proposes for now.",
+                  len(self.leases.proposing())),
+            Gauge("abo_studies_cached", "Studies this process holds open.", cached),
+            Gauge("abo_proposal_rounds_running", "Proposal rounds running now.",
+                  self.asks.running),
+        ]  # fmt: skip
 
     def _open(self, record: Any) -> Study:
         return Study(

@@ -4,6 +4,7 @@ handed out twice, and a survivor takes the proposals over within the lease."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import threading
@@ -156,3 +157,74 @@ def test_replicas_share_one_proposer_and_survive_its_sigkill(pg_url: str, tmp_pa
     after = [r.created_at for r in rows if r.created_at > killed_at]
     assert after, "no trial was started after the kill"
     assert min(after) - killed_at <= LEASE + 5.0  # a survivor proposed within the lease
+
+
+def test_a_replica_stopped_with_sigterm_hands_its_studies_over_at_once(pg_url: str, tmp_path: Path):
+    """Graceful shutdown: the proposing replica answers the asks in flight, releases its
+    lease, and the asks the other replica forwarded to it move there well within the lease
+    (30 s here: waiting for it to expire would show)."""
+    long_lease = 30.0
+    args = ("--proposer-lease", str(long_lease), "--log-format", "json")
+    servers = [Server(pg_url, tmp_path / f"replica-{k}.log", args=args) for k in range(2)]
+    for s in servers:
+        s.start()
+    try:
+        space = abo.Space({"x": abo.Float(0, 1), "y": abo.Float(0, 1)}).to_json()
+        body = {"name": "handed", "space": space, "seed": 0, "strategy": "random"}
+        api = [s.url + "/api/v1/studies" for s in servers]
+        assert httpx.post(api[0], json=body, timeout=30.0).status_code == 201
+        assert httpx.post(api[0] + "/handed/ask", json={}, timeout=30.0).status_code == 200
+        first = [_replica(s)["replica"] for s in servers]
+        assert _lease(pg_url) == (first[0], 1)  # the first replica proposes
+        answered: list[float] = []
+        by_client: dict[int, list[float]] = {k: [] for k in range(4)}
+        errors: list[str] = []
+        stop = threading.Event()
+
+        def client(k: int) -> None:  # asks only the second replica: forwarded to the first
+            while not stop.is_set():
+                r = httpx.post(api[1] + "/handed/ask", json={"client_id": f"c{k}"}, timeout=60)
+                if r.status_code == 503:
+                    time.sleep(float(r.headers.get("Retry-After", "1")))
+                    continue
+                if r.status_code != 200:
+                    errors.append(f"ask {r.status_code}: {r.text}")
+                    return
+                trial = r.json()["trials"][0]
+                tell = f"{api[1]}/handed/trials/{trial['id']}/tell"
+                if httpx.post(tell, json={"value": _value(trial["params"])}).status_code != 200:
+                    errors.append("tell failed")
+                    return
+                answered.append(time.time())
+                by_client[k].append(answered[-1])
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        while len(answered) < 8 and not errors:
+            time.sleep(0.02)
+        assert servers[0].proc is not None
+        servers[0].proc.terminate()  # SIGTERM: a graceful stop
+        assert servers[0].proc.wait(30) in (0, -15)  # uvicorn re-raises the signal it handled
+        stopped = time.time()
+
+        def resumed() -> list[float | None]:  # each client's first answer after the stop
+            return [min((a for a in t if a > stopped), default=None) for t in by_client.values()]
+
+        while None in resumed() and not errors:
+            assert time.time() - stopped < long_lease, "the lease was not handed over"
+            time.sleep(0.02)
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors[:3]
+        waits = [a - stopped for a in resumed() if a is not None]
+        assert len(waits) == 4 and max(waits) < 5.0, waits  # every client, not after the lease
+        assert _lease(pg_url) == (first[1], 2)  # the second replica holds it, next epoch
+    finally:
+        for s in servers:
+            s.stop()
+    records = [json.loads(line) for line in servers[0].log.read_text().splitlines() if line]
+    released = [r for r in records if "released the proposer lease" in r["message"]]
+    assert [(r["study"], r["epoch"]) for r in released] == [("handed", 1)]
+    assert records[-1]["message"].startswith("Finished server process")  # not cut short

@@ -1,15 +1,16 @@
 """``/healthz`` (the process is alive) and ``/readyz`` (the storage takes writes now): no auth
-needed, outside ``/api/v1``."""
+needed, outside ``/api/v1``; ``/metrics`` (Prometheus) and ``/api/v1/replica`` (auth)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
 import abo.service.schemas as s
 from abo.core.exceptions import StorageError
 from abo.service.errors import abo_error_response, error_response
+from abo.service.metrics import CONTENT_TYPE
 from abo.service.routes.common import Service
 
 router = APIRouter(tags=["health"])
@@ -49,12 +50,27 @@ def readyz(state: Service) -> s.Ready | JSONResponse:
         state.storage.check_writable()
     except StorageError as exc:
         state.health.failed(str(exc))
+        state.metrics.storage_errors.inc()
         return abo_error_response(exc)
     state.health.succeeded()
     problem = state.health.problem()
     if problem is not None:
         return error_response(503, "storage_unavailable", problem, None)
     return s.Ready(status="ready", asks_waiting=state.asks.waiting)
+
+
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}},
+    tags=["health"],
+)
+def metrics(state: Service) -> PlainTextResponse:
+    """This process's metrics in Prometheus' text format (auth like the API): requests by
+    route and status with their durations, asks waiting, proposal rounds' seconds, trials
+    proposed and finished, proposer leases held, storage errors."""
+    body = state.metrics.render(state.gauges())
+    return PlainTextResponse(body, media_type=CONTENT_TYPE)
 
 
 @router.get("/api/v1/replica", response_model=Replica, tags=["replicas"])

@@ -45,6 +45,7 @@ async def ask(
         record, lease = await state.proposer(name, created, forwarded)
         if lease is not None:
             sent = body.model_dump(mode="json", exclude_unset=True)
+            state.metrics.forwarded.inc()
             answer = await state.forwarder.ask(record, lease, request, sent)
             if answer is not None:
                 return answer
