@@ -30,7 +30,8 @@ A complete example lives in ``examples/quadratic/study.toml``. Sections:
     ``"address"`` (``address = "tcp://host:8786"``), ``"threads"`` (``n_workers``), or a batch
     system ``"slurm" | "pbs" | "lsf" | "sge" | "htcondor"`` with its options in
     ``[executor.options]`` (``cores``, ``memory``, ``walltime``, ``queue``, ``account``,
-    ``jobs``, ...).
+    ``jobs``, ...). ``proposals = "tcp://host:8786"``, for any kind: the Dask scheduler whose
+    workers make the proposals (``abo.propose.remote``).
 
 A key abo does not read is an error in every table (and at the top of the file), naming it,
 and so is a number that is not finite (TOML's ``inf``, ``nan``); docs/study-file.md lists every
@@ -65,10 +66,10 @@ TABLES = ("study", "space", "objective", "executor")
 OBJECTIVE_KEYS = ("function", "command", "workdir", "result_file", "timeout", "env", "stop_grace")
 # the keys each kind of executor reads: another kind's key is an error, not silently dropped
 EXECUTOR_KEYS: dict[str, tuple[str, ...]] = {
-    "local": ("kind", "n_workers", "threads_per_worker"),
-    "threads": ("kind", "n_workers"),
-    "address": ("kind", "address"),
-    **{system: ("kind", "options") for system in BATCH_SYSTEMS},
+    "local": ("kind", "n_workers", "threads_per_worker", "proposals"),
+    "threads": ("kind", "n_workers", "proposals"),
+    "address": ("kind", "address", "proposals"),
+    **{system: ("kind", "options", "proposals") for system in BATCH_SYSTEMS},
 }
 
 
@@ -294,6 +295,8 @@ def _executor(executor: dict[str, Any]) -> dict[str, Any]:
             _positive_int(executor[key], f"executor.{key}")
     if kind == "address":
         _string(_require(executor, "address", "executor"), "executor.address")
+    if "proposals" in executor:
+        _string(executor["proposals"], "executor.proposals")
     if not isinstance(executor.get("options", {}), dict):
         raise ConfigError(f"executor.options: expected a table, got {shown(executor['options'])}")
     return executor

@@ -117,6 +117,7 @@ def _optimize(
                 grace=grace,
                 lookahead=spec.study.get("lookahead", "auto"),
                 verbosity=0,  # this command's own panel (or lines, with --quiet)
+                proposals=spec.executor.get("proposals"),
             )
     finally:
         executor.close()

@@ -1,15 +1,17 @@
 """Proposal rounds on a Dask cluster: the proposer is a pure function of the study's snapshot.
 
-A service hosting many studies, or an ``optimize`` driver whose model is expensive, can run
-its proposals on Dask workers instead of in its own process (``abo serve --dask-scheduler``,
-``study.optimize(..., proposals="cluster")``, ``[executor] proposals = "cluster"`` in a
-study file). The caller reads the snapshot (trials, reports), a worker proposes from it, and
-the caller stores the trials in its own transaction as before, so storage, leases and
-fencing are unchanged. Each study's rounds go to one worker (chosen by a hash of the study
-among the workers, any other when it is gone), where its ``Proposer`` stays cached between
-rounds so the GP's hyperparameters stay warm; on a worker the refit policy is ``"sync"`` (a
-worker process may not start the background fit's child process). Each record says where it
-was proposed (``details["proposed_on"]``, the worker's address).
+A service hosting many studies, or an ``optimize`` driver whose model is expensive, can run its
+proposals on Dask workers instead of in its own process (``abo serve --dask-scheduler``,
+``study.optimize(..., proposals="tcp://host:8786")``, ``[executor] proposals = "tcp://..."`` in
+a study file). Give them a cluster of their own (GPU workers, say): on the cluster that runs
+the evaluations a proposal would wait behind them, as Dask does not preempt tasks. The caller
+reads the snapshot (trials, reports), a worker proposes from it, and the caller stores the
+trials in its own transaction as before, so storage, leases and fencing are unchanged. Each
+study's rounds go to one worker (chosen by a hash of the study among the workers, any other
+when it is gone), where its ``Proposer`` stays cached between rounds so the GP's
+hyperparameters stay warm; on a worker the refit policy is ``"sync"`` (a worker process may not
+start the background fit's child process). Each record says where it was proposed
+(``details["proposed_on"]``, the worker's address).
 """
 
 from __future__ import annotations
@@ -67,9 +69,11 @@ class ClusterProposals:
     Args:
         target: a scheduler's address (``tcp://host:8786``) or a ``distributed.Client``.
         timeout: seconds to connect to the scheduler.
+        field: the option named by errors (``dask_scheduler`` for the service,
+            ``proposals`` for ``optimize``).
     """
 
-    def __init__(self, target: Any, timeout: float = 30.0) -> None:
+    def __init__(self, target: Any, timeout: float = 30.0, field: str = "dask_scheduler") -> None:
         from distributed import Client
 
         if isinstance(target, Client):
@@ -79,14 +83,14 @@ class ClusterProposals:
                 self.client = Client(target, timeout=timeout, set_as_default=False)
             except (OSError, TimeoutError) as exc:
                 raise AboError(
-                    f"dask_scheduler: cannot reach the Dask scheduler at {target!r}: {exc}",
-                    field="dask_scheduler",
+                    f"{field}: cannot reach the Dask scheduler at {target!r}: {exc}", field=field
                 ) from None
             self._own = True
         else:
             raise AboError(
-                f"dask_scheduler: expected a scheduler address or a Client, got {target!r}",
-                field="dask_scheduler",
+                f"{field}: expected a Dask scheduler's address (tcp://host:8786) or a Client, "
+                f"got {target!r}",
+                field=field,
             )
 
     def _worker_for(self, record: StudyRecord) -> list[str] | None:

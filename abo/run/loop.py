@@ -175,6 +175,7 @@ def run(
     lookahead: int | str = "auto",
     clock: Callable[[], float] = time.time,
     verbosity: int | str = "auto",
+    proposals: Any = None,
 ) -> OptimizeResult:
     """Finish ``n_trials`` trials of ``study``, ``n_workers`` at a time (see ``Study.optimize``),
     stopping once the study holds ``max_trials`` finished ones (``abo.run.budget``).
@@ -183,6 +184,8 @@ def run(
     beyond the workers; ``0`` proposes in the driver, reproducibly): see the module's notes.
     ``verbosity``: ``"auto"`` shows ``abo run``'s live panel on standard error when it is a
     terminal; 0 never, 1 always, 2 with a line per finished trial (``abo.run.progress``).
+    ``proposals``: a Dask scheduler's address (or ``distributed.Client``) whose workers make
+    the model-based proposals and GP fits instead of this process (``abo.propose.remote``).
 
     Raises:
         FailureRateExceeded: the failure guard stopped the run (after draining it).
@@ -195,7 +198,13 @@ def run(
     n_trials = budget.trials_to_add(study, n_trials, max_trials)
     if n_trials == 0:  # the study holds max_trials finished trials already: nothing to start
         return OptimizeResult(n_workers=n_workers or 0, stopped=f"max_trials={max_trials} reached")
-    executor, own, workers = _open_executor(executor, n_workers, objective)
+    previous = getattr(study, "proposals", None)  # a local study's own (restored at the end)
+    cluster = _open_proposals(study, proposals)
+    try:
+        executor, own, workers = _open_executor(executor, n_workers, objective)
+    except BaseException:
+        _close_proposals(study, cluster, previous)
+        raise
     lease = float(getattr(study.config, "lease_seconds", 3600.0))  # renewed a third at a time
     state: LoopState[Any] = LoopState(
         workers, n_trials, clock(), timeout=timeout, trial_timeout=trial_timeout,
@@ -219,7 +228,33 @@ def run(
         if own:
             executor.close()
         display.close()
+        _close_proposals(study, cluster, previous)
     return _finish(study, state, guard)
+
+
+def _open_proposals(study: Study, target: Any) -> Any:
+    """Proposals on the Dask cluster at ``target`` for this run (``None``: here); the study
+    proposes through it until ``_close_proposals``."""
+    if target is None:
+        return None
+    if not hasattr(study, "proposals"):
+        raise AboError(
+            "proposals: a study on a service proposes on the service; start it with "
+            "`abo serve --dask-scheduler ADDRESS` instead",
+            field="proposals",
+        )
+    from abo.propose.remote import ClusterProposals
+
+    cluster = ClusterProposals(target, field="proposals")
+    setattr(study, "proposals", cluster)  # noqa: B010 - a local Study's (checked above)
+    return cluster
+
+
+def _close_proposals(study: Study, cluster: Any, previous: Any) -> None:
+    """Disconnect from the proposals' cluster; the study proposes as before the run."""
+    if cluster is not None:
+        setattr(study, "proposals", previous)  # noqa: B010 - as in _open_proposals
+        cluster.close()
 
 
 def _reclaim(study: Study) -> None:

@@ -224,9 +224,10 @@ UNKNOWN = [
     (
         "n_workers = 2",
         'n_workers = 2\naddress = "tcp://h:8786"',
-        ("executor.address: not read for kind = 'threads' (its keys: kind, n_workers)"),
+        ("executor.address: not read for kind = 'threads' (its keys: kind, n_workers, proposals)"),
     ),
     ('kind = "threads"\nn_workers = 2', 'kind = "address"', "executor.address: missing"),
+    ("n_workers = 2", "n_workers = 2\nproposals = 8786", "executor.proposals: expected a non-"),
     (
         "seed = 3",
         'seed = 3\nstoping = "asha"',

@@ -74,3 +74,56 @@ def test_abo_serve_runs_its_proposal_rounds_on_the_cluster(tmp_path: Path) -> No
             server.stop()
     assert [r["strategy"] for r in records] == ["sobol", "sobol", "thompson"]
     assert records[2]["details"]["proposed_on"] == worker
+
+
+def test_optimize_makes_its_proposals_on_the_cluster_it_is_given(tmp_path: Path) -> None:
+    from distributed import LocalCluster
+
+    from abo.executors import ThreadExecutor
+
+    def objective(p: dict) -> float:
+        return (p["x"] - 0.3) ** 2 + p["y"] ** 2
+
+    study = abo.create_study(SPACE, storage=f"sqlite:///{tmp_path / 'o.db'}", seed=1,
+                             strategy="thompson", n_initial=3)  # fmt: skip
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:  # fmt: skip
+        worker = next(iter(cluster.scheduler_info["workers"]))
+        with ThreadExecutor(2) as evaluations:
+            result = study.optimize(objective, n_trials=8, executor=evaluations,
+                                    proposals=cluster.scheduler_address)  # fmt: skip
+    assert result.n_done == 8
+    modelled = [t for t in study.trials if t.proposal and t.proposal.strategy == "thompson"]
+    assert len(modelled) >= 4
+    assert {t.proposal.details.get("proposed_on") for t in modelled} == {worker}
+    assert study.proposals is None  # the study proposes here again after the run
+
+
+def test_optimize_names_proposals_when_its_cluster_is_wrong() -> None:
+    study = abo.create_study(SPACE, seed=1)
+    with pytest.raises(abo.AboError, match="^proposals: expected a Dask scheduler's address"):
+        study.optimize(lambda p: 0.0, n_trials=1, n_workers=1, proposals=7)
+    assert study.trials == []  # nothing started
+
+
+def test_a_study_file_sends_its_proposals_to_the_cluster_it_names(tmp_path: Path) -> None:
+    from distributed import LocalCluster
+
+    from tests.cli.test_config import run_file
+
+    (tmp_path / "objective.py").write_text("def f(p):\n    return (p['x'] - 0.3) ** 2\n")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:  # fmt: skip
+        worker = next(iter(cluster.scheduler_info["workers"]))
+        (tmp_path / "study.toml").write_text(
+            '[study]\nname = "far"\nstorage = "sqlite:///far.db"\nstrategy = "thompson"\n'
+            "seed = 2\nn_initial = 2\nn_trials = 5\n\n"
+            '[space]\nx = {type = "float", low = 0, high = 1}\n\n'
+            '[objective]\nfunction = "objective:f"\n\n'
+            '[executor]\nkind = "threads"\nn_workers = 1\n'
+            f'proposals = "{cluster.scheduler_address}"\n'
+        )
+        run_file(tmp_path / "study.toml")
+    study = abo.load_study("far", storage=f"sqlite:///{tmp_path / 'far.db'}")
+    where = {t.proposal.details.get("proposed_on") for t in study.trials if t.proposal}
+    assert len(study.trials) == 5 and where == {worker}
