@@ -205,6 +205,10 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--n", type=int, default=200, help="table: configurations to train")
         cmd.set_defaults(func=_grid)
 
+    from benchmarks.many_workers import add_parser as many_workers_parser
+
+    many_workers_parser(sub)
+
     mem = sub.add_parser("memory", help="peak RSS of `abo serve` holding one large study")
     mem.add_argument("--observations", type=int, default=5000)
     mem.add_argument("--dim", type=int, default=10)
