@@ -137,7 +137,9 @@ def _optuna_clients(
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    pool = min(threads, 10)  # connections per process: PostgreSQL allows 100 in all
+    # connections per process: PostgreSQL allows 100 in all (16 processes of 10 each failed
+    # most of Optuna's requests at 256 clients; abo's replicas pool theirs)
+    pool = max(1, min(threads, 10, 90 // job["processes"]))
     rdb = optuna.storages.RDBStorage(
         storage, engine_kwargs={"pool_size": pool, "max_overflow": 0, "pool_timeout": 300}
     )
@@ -245,7 +247,8 @@ def run_optuna(storage: str, sampler: str, clients: int, args: Any) -> dict:
     name = f"optuna-{uuid.uuid4().hex[:8]}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     optuna.create_study(study_name=name, storage=storage)
-    job = {"seconds": args.seconds, "eval": args.eval, "sampler": sampler}
+    job = {"seconds": args.seconds, "eval": args.eval, "sampler": sampler,
+           "processes": args.processes}  # fmt: skip
     out = _drive(_optuna_clients, (storage, name), clients, args.processes, job)
     return {"system": "optuna", "replicas": 0, "strategy": sampler, **out}
 

@@ -15,6 +15,12 @@ lines, so a study whose proposals are slow (a large space) never holds a thread 
 one round while others wait; and once the limit is reached, an ask is still accepted for a
 study holding less than its share of it (``max_waiting`` over the studies with asks), so one
 study's backlog cannot turn every other study's asks away.
+
+A round that serves several askers at once is hurried: its clients' workers are idle while it
+runs. Unless an asker gave a ``pace``, such a round proposes with the pace
+``BUSY_ROUND_SECONDS / points``, so the default strategy picks the member that keeps it (as
+``optimize`` does for its idle workers). A round for one asker keeps no pace: the same seed
+and order of tells give the same points.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ from abo.core.exceptions import AboError
 from abo.core.trial import Trial
 from abo.service.errors import AsksBackedUp
 from abo.study.study import Study
+
+BUSY_ROUND_SECONDS = 1.0
+"""What a round serving several waiting askers aims at (the pace it proposes with)."""
 
 
 def check_ask_info(info: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -205,6 +214,9 @@ class AskLines:
             workers = [w.n_workers for w in batch if w.n_workers is not None]
             n_workers = max(workers, default=None)
             paces = [w.pace for w in batch if w.pace is not None]  # the most hurried asker's
+            askers = sum(1 for _, first, need in plans if first >= 0 and need > 0)
+            if not paces and askers > 1:  # several askers' workers idle: hurry
+                paces = [BUSY_ROUND_SECONDS / len(extras)]
             began = time.monotonic()
             with self._lock:
                 self.running += 1

@@ -1,8 +1,9 @@
 """A test strategy whose proposal rounds wait for a release file (loaded by the server).
 
 Each ``propose`` call appends its ``n`` to ``$ABO_TEST_HOLD/rounds`` (so a test counts the
-proposal rounds and their sizes), then waits until ``$ABO_TEST_HOLD/release`` exists (at most
-two minutes, so a broken test cannot hang the server for good).
+proposal rounds and their sizes) and the round's pace to ``$ABO_TEST_HOLD/paces``, then waits
+until ``$ABO_TEST_HOLD/release`` exists (at most two minutes, so a broken test cannot hang the
+server for good).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class HeldStrategy:
         folder = Path(os.environ["ABO_TEST_HOLD"])
         with (folder / "rounds").open("a") as out:
             out.write(f"{n}\n")
+        with (folder / "paces").open("a") as out:
+            out.write(f"{ctx.pace}\n")
         deadline = time.monotonic() + 120.0
         while not (folder / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.02)

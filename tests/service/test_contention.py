@@ -20,6 +20,7 @@ import pytest
 
 import abo.service.client as client_module
 from abo.service import Client
+from abo.service.asks import BUSY_ROUND_SECONDS
 
 from .conftest import SPACE, Server
 
@@ -138,6 +139,11 @@ def test_held_asks_starve_nothing_share_a_round_and_overflow_to_503(
     # 48 asks, two proposal rounds: the held one, and one for all 47 that waited behind it
     assert _rounds(hold)[:2] == [1, N_WAITING]
     assert len(_rounds(hold)) == 3  # ... and the client's late ask
+    # the round of many waiting askers was hurried (BUSY_ROUND_SECONDS over its points); a
+    # round for one asker keeps no pace, so it stays reproducible
+    paces = (hold / "paces").read_text().split()
+    assert paces[0] == "None" and paces[2] == "None"
+    assert float(paces[1]) == pytest.approx(BUSY_ROUND_SECONDS / N_WAITING)
     with Client(srv.url) as client:  # a retried ask (same client_id) gets its trial back
         again = api.post(base + "/ask", json={"client_id": "c5"}).json()["trials"]
         assert [t["id"] for t in again] == [t["id"] for t in got["c5"]]
