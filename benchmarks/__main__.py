@@ -84,6 +84,8 @@ GRIDS: dict[str, tuple[str, str, str, str | None]] = {
                    "cold"),
     "conditional": ("evals", "evaluations",
                     "Conditional space: three branches of different dimension", "auto"),
+    "real-tasks": ("evals", "evaluations",
+                   "Real tasks: scikit-learn models, best cross-validated loss", "auto"),
 }  # fmt: skip
 """The benchmarks measured against a budget (``benchmarks/budget_runs.py``): each module has
 ``cells``, ``run`` and ``read``, and ``budget_report`` writes their reports."""
@@ -102,6 +104,8 @@ def _grid(args: argparse.Namespace) -> int:
         x_key, xlabel, title, reference = GRIDS[args.command]
         print(budget_report.write(module.read(args.results), x_key, xlabel, args.out, title,
                                   reference=reference))  # fmt: skip
+        if hasattr(module, "score_table"):
+            print(module.score_table(module.read(args.results)))
         return 0
     module.run(module.cells(args.methods, args.problems, args.k, args.seeds), args.out,
                args.processes, say=_log)  # fmt: skip
@@ -183,6 +187,7 @@ def parser() -> argparse.ArgumentParser:
         "curves": "learning curves with and without stopping (benchmarks/curves.py)",
         "warm-start": "warm start against cold (benchmarks/warm_start.py)",
         "conditional": "a conditional space (benchmarks/conditional.py)",
+        "real-tasks": "scikit-learn models tuned live, beside the peers (benchmarks/real_tasks.py)",
     }
     for name, help_text in helps.items():
         cmd = sub.add_parser(name, help=help_text)

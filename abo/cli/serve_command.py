@@ -90,16 +90,7 @@ def serve(
 
     The token file is followed while serving: a token removed from it stops working at the
     next request (and its browser sessions end); SIGHUP reads the file at once."""
-    from abo.service.auth import TokenSet, check_bind, read_tokens
-    from abo.service.logs import log_config
-
-    try:
-        tokens = read_tokens(token_file)
-        bind_host = check_bind(host, TokenSet(tokens))  # the address: no IPv6 brackets
-        log_setup = log_config(log_level, log_format)
-    except (AboError, ValueError) as exc:
-        print_error(exc)
-        raise typer.Exit(2) from None
+    tokens, bind_host, log_setup = _checked(token_file, host, log_level, log_format)
 
     import uvicorn
 
@@ -121,6 +112,22 @@ def serve(
         proxy_headers=bool(forwarded_allow_ips),  # else uvicorn trusts 127.0.0.1's headers
         forwarded_allow_ips=forwarded_allow_ips or None,
     )
+
+
+def _checked(
+    token_file: Path | None, host: str, log_level: str, log_format: str
+) -> tuple[list[str], str, dict[str, Any] | None]:
+    """The tokens, the address to bind (no IPv6 brackets) and uvicorn's log configuration;
+    exit code 2 naming what is wrong."""
+    from abo.service.auth import TokenSet, check_bind, read_tokens
+    from abo.service.logs import log_config
+
+    try:
+        tokens = read_tokens(token_file)
+        return tokens, check_bind(host, TokenSet(tokens)), log_config(log_level, log_format)
+    except (AboError, ValueError) as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
 
 
 def _app(

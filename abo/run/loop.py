@@ -49,8 +49,8 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from abo.core.exceptions import AboError, TrialFailure
@@ -198,18 +198,33 @@ def run(
     n_trials = budget.trials_to_add(study, n_trials, max_trials)
     if n_trials == 0:  # the study holds max_trials finished trials already: nothing to start
         return OptimizeResult(n_workers=n_workers or 0, stopped=f"max_trials={max_trials} reached")
-    previous = getattr(study, "proposals", None)  # a local study's own (restored at the end)
-    cluster = _open_proposals(study, proposals)
-    try:
-        executor, own, workers = _open_executor(executor, n_workers, objective)
-    except BaseException:
-        _close_proposals(study, cluster, previous)
-        raise
+    with _proposals_on(study, proposals):  # for this run, on that cluster's workers
+        return _loop(
+            study, objective, n_trials, n_workers, executor, callback,
+            dict(timeout=timeout, trial_timeout=trial_timeout, guard=guard, grace=grace),
+            (auto, fixed), clock, level,
+        )  # fmt: skip
+
+
+def _loop(
+    study: Study,
+    objective: Callable[..., Any],
+    n_trials: int,
+    n_workers: int | None,
+    executor: Executor | None,
+    callback: Callable[[Study, Trial], None] | None,
+    limits: dict[str, Any],
+    lookahead: tuple[bool, int],
+    clock: Callable[[], float],
+    level: int,
+) -> OptimizeResult:
+    """The loop of ``run`` once its arguments are checked: open the executor, drive it to
+    the end, close what it opened."""
+    executor, own, workers = _open_executor(executor, n_workers, objective)
     lease = float(getattr(study.config, "lease_seconds", 3600.0))  # renewed a third at a time
     state: LoopState[Any] = LoopState(
-        workers, n_trials, clock(), timeout=timeout, trial_timeout=trial_timeout,
-        guard=guard, grace=grace, heartbeat_every=max(0.5, min(60.0, lease / 3)),
-    )  # fmt: skip
+        workers, n_trials, clock(), **limits, heartbeat_every=max(0.5, min(60.0, lease / 3))
+    )
     _reclaim(study)
     send = _open_reports(executor, objective, study)
     display = ExitStack()  # the live panel, while the loop runs (verbosity)
@@ -220,7 +235,7 @@ def run(
     )  # fmt: skip
     try:
         with signals_stop(state, clock):
-            driver.start_asker(auto, fixed)
+            driver.start_asker(*lookahead)
             while driver.turn():  # one turn: ask, launch, wait, record, time out, guard
                 pass
     finally:
@@ -228,15 +243,16 @@ def run(
         if own:
             executor.close()
         display.close()
-        _close_proposals(study, cluster, previous)
-    return _finish(study, state, guard)
+    return _finish(study, state, limits["guard"])
 
 
-def _open_proposals(study: Study, target: Any) -> Any:
-    """Proposals on the Dask cluster at ``target`` for this run (``None``: here); the study
-    proposes through it until ``_close_proposals``."""
+@contextmanager
+def _proposals_on(study: Study, target: Any) -> Iterator[None]:
+    """While the run lasts, the study proposes on the Dask cluster at ``target`` (``None``:
+    here, unchanged); afterwards as before."""
     if target is None:
-        return None
+        yield
+        return
     if not hasattr(study, "proposals"):
         raise AboError(
             "proposals: a study on a service proposes on the service; start it with "
@@ -245,15 +261,13 @@ def _open_proposals(study: Study, target: Any) -> Any:
         )
     from abo.propose.remote import ClusterProposals
 
+    previous = getattr(study, "proposals")  # noqa: B009 - not on the StudyLike protocol
     cluster = ClusterProposals(target, field="proposals")
     setattr(study, "proposals", cluster)  # noqa: B010 - a local Study's (checked above)
-    return cluster
-
-
-def _close_proposals(study: Study, cluster: Any, previous: Any) -> None:
-    """Disconnect from the proposals' cluster; the study proposes as before the run."""
-    if cluster is not None:
-        setattr(study, "proposals", previous)  # noqa: B010 - as in _open_proposals
+    try:
+        yield
+    finally:
+        setattr(study, "proposals", previous)  # noqa: B010 - as above
         cluster.close()
 
 

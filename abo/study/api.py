@@ -349,9 +349,7 @@ class StudyAPI(ABC):
                 for exactly reproducible runs; a number fixes the queue), ``verbosity``
                 (``"auto"``: ``abo run``'s live progress panel on standard error when it is a
                 terminal, nothing otherwise; 0 silent, 1 the panel, 2 the panel and a line per
-                finished trial), ``clock``, ``proposals`` (a Dask scheduler's address whose
-                workers make the model-based proposals and GP fits instead of this process:
-                its own cluster, so they never wait behind evaluations; ``abo.propose.remote``).
+                finished trial), ``clock``, ``proposals`` (``abo.propose.remote``).
         """
         from abo.run.loop import run
 

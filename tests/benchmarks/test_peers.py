@@ -1,0 +1,92 @@
+"""The peer adapters (``benchmarks/peers.py``): Ax and SMAC3 driven asynchronously, with up to
+three trials pending, on a small mixed space with a conditional parameter."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from benchmarks.peers import AxMethod, Param, SmacMethod
+
+SPACE = (
+    Param("lr", "float", 1e-4, 1.0, log=True),
+    Param("n", "int", 1, 10),
+    Param("kind", "cat", choices=("a", "b", "c")),
+    Param("x", "float", -1.0, 1.0, when=(("kind", ("b",)),)),
+)
+PEERS: dict[str, Callable[..., Any]] = {"ax": AxMethod, "smac": SmacMethod}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _peers_installed() -> Iterator[None]:
+    """Skip every test here unless both peers are installed (``pip install ax-platform smac``).
+
+    In a fixture rather than at module level so that collecting the suite does not import Ax
+    (about 3 s) in every test process."""
+    pytest.importorskip("ax", reason="Ax (pip install ax-platform) is not installed")
+    pytest.importorskip("smac", reason="SMAC3 (pip install smac) is not installed")
+    yield
+
+
+def _loss(c: dict[str, Any]) -> float:
+    """Minimised; its optimum (lr = 1e-3, n = 8, kind b, x = 0.5) is off the space's centre,
+    which is Ax's first trial."""
+    value = (math.log10(c["lr"]) + 3.0) ** 2 / 4.0 + (c["n"] - 8) ** 2 / 10.0
+    value += {"a": 1.0, "b": 0.5, "c": 0.8}[c["kind"]]
+    return value + ((c["x"] - 0.5) ** 2 if c["kind"] == "b" else 0.0)
+
+
+def _check_config(c: dict[str, Any]) -> None:
+    """Exactly the active parameters, each of its own Python type and within its bounds."""
+    assert set(c) == ({"lr", "n", "kind", "x"} if c["kind"] == "b" else {"lr", "n", "kind"})
+    assert type(c["lr"]) is float and 1e-4 <= c["lr"] <= 1.0
+    assert type(c["n"]) is int and 1 <= c["n"] <= 10
+    assert c["kind"] in ("a", "b", "c") and type(c["kind"]) is str
+    if "x" in c:
+        assert type(c["x"]) is float and -1.0 <= c["x"] <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("peer", sorted(PEERS))
+def test_a_peer_runs_asynchronously_on_a_conditional_space(peer: str) -> None:
+    method = PEERS[peer](SPACE, seed=3, k=3)
+    pending: deque[tuple[Any, dict[str, Any]]] = deque()
+    configs: list[dict[str, Any]] = []
+    values: list[float] = []
+
+    def ask() -> None:
+        handle, config = method.ask()
+        _check_config(config)
+        configs.append(config)
+        pending.append((handle, config))
+
+    for _ in range(3):  # three pending before the first tell
+        ask()
+    while pending:  # tell the oldest, ask one more: three pending until the last 2
+        handle, config = pending.popleft()
+        values.append(_loss(config))
+        method.tell(handle, values[-1])
+        if len(configs) < 12:
+            ask()
+
+    assert len(values) == 12
+    assert min(values) < values[0]
+    # pending trials are known: no configuration was handed out twice
+    assert len({tuple(sorted(c.items())) for c in configs}) == 12
+    assert any("x" in c for c in configs) and any("x" not in c for c in configs)
+    # the same seed asks for the same first trials
+    again = PEERS[peer](SPACE, seed=3, k=3)
+    assert [again.ask()[1] for _ in range(3)] == configs[:3]
+
+
+def test_a_space_the_adapters_cannot_express_is_refused() -> None:
+    bad_parent = (Param("x", "float", 0.0, 1.0), Param("y", "int", 1, 3, when=(("x", (0.5,)),)))
+    for cls in (AxMethod, SmacMethod):
+        with pytest.raises(ValueError, match="parent 'x' must be a categorical or int"):
+            cls(bad_parent, seed=0, k=1)
+        with pytest.raises(ValueError, match="needs low > 0"):
+            cls((Param("z", "float", 0.0, 1.0, log=True),), seed=0, k=1)

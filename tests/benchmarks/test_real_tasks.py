@@ -1,0 +1,55 @@
+"""The real-task suite: live scikit-learn losses on mixed, conditional spaces, driven through
+the simulator by abo and Optuna, scored as Bayesmark scores them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks import real_tasks as rt
+
+
+def test_active_drops_the_parameters_a_choice_switches_off() -> None:
+    svm = rt.TASKS["svm-cancer"].params
+    config = {"C": 1.0, "kernel": "rbf", "gamma": 0.1, "degree": 3, "coef0": 0.5}
+    assert rt.active(svm, config) == {"C": 1.0, "kernel": "rbf", "gamma": 0.1}
+    poly = rt.active(svm, {**config, "kernel": "poly"})
+    assert set(poly) == {"C", "kernel", "gamma", "degree", "coef0"}
+    assert set(rt.active(svm, {**config, "kernel": "sigmoid"})) == {"C", "kernel", "gamma",
+                                                                    "coef0"}  # fmt: skip
+
+
+def test_there_are_six_models_or_more_each_loss_finite_and_sensitive() -> None:
+    models = {name.split("-")[0] for name in rt.TASKS}
+    assert len(models) >= 6
+    good = {"C": 10.0, "kernel": "rbf", "gamma": 0.01}
+    bad = {"C": 1e-3, "kernel": "sigmoid", "gamma": 1.0, "coef0": 1.0}
+    low, high = rt.svm_cancer(good), rt.svm_cancer(bad)
+    assert math.isfinite(low) and low < 0.1 < high  # a real landscape, not a constant
+    assert rt.svm_cancer(good) == low  # fixed folds: the same configuration, the same loss
+
+
+@pytest.mark.parametrize("method", ["auto", "optuna-tpe", "optuna-cmaes"])
+def test_a_run_respects_the_budget_and_improves_on_its_first_result(method: str) -> None:
+    run = rt.simulate(method, "knn-diabetes", k=3, budget=14, seed=0)
+    assert run["evals"] == list(range(1, 15)) and len(run["ask_seconds"]) == 14
+    assert run["regret"] == sorted(run["regret"], reverse=True)  # the best so far
+    assert run["regret"][-1] < run["regret"][0]
+    again = rt.simulate(method, "knn-diabetes", k=3, budget=14, seed=0)
+    assert again["regret"] == run["regret"]  # the same seed, the same run
+
+
+def test_normalised_scores_are_zero_at_random_median_and_one_at_the_best() -> None:
+    def run(method: str, seed: int, final: float) -> dict:
+        return {"method": method, "problem": "t", "k": 4, "seed": seed, "regret": [9.0, final],
+                "ask_seconds": [0.1]}  # fmt: skip
+
+    runs = [run("random", 0, 0.6), run("random", 1, 0.4), run("random", 2, 0.5),
+            run("auto", 0, 0.3), run("auto", 1, 0.1), run("optuna-tpe", 0, 0.5)]  # fmt: skip
+    scores = rt.normalised_scores(runs)[("t", 4)]
+    assert scores["optuna-tpe"] == pytest.approx(0.0)  # random's median final loss
+    assert scores["auto"] == pytest.approx((0.5 + 1.0) / 2)  # (0.5-0.3)/0.4 and (0.5-0.1)/0.4
+    assert scores["random"] == pytest.approx(0.0)
+    table = rt.score_table(runs)
+    assert "| t | 4 |" in table and "**mean**" in table
