@@ -198,29 +198,33 @@ def run(
     n_trials = budget.trials_to_add(study, n_trials, max_trials)
     if n_trials == 0:  # the study holds max_trials finished trials already: nothing to start
         return OptimizeResult(n_workers=n_workers or 0, stopped=f"max_trials={max_trials} reached")
-    with _proposals_on(study, proposals):  # for this run, on that cluster's workers
-        return _loop(
-            study, objective, n_trials, n_workers, executor, callback,
-            dict(timeout=timeout, trial_timeout=trial_timeout, guard=guard, grace=grace),
-            (auto, fixed), clock, level,
-        )  # fmt: skip
+    executor, own, workers = _open_executor(executor, n_workers, objective)
+    try:
+        with _proposals_on(study, proposals):  # for this run, on that cluster's workers
+            return _loop(
+                study, objective, n_trials, executor, workers, callback,
+                dict(timeout=timeout, trial_timeout=trial_timeout, guard=guard, grace=grace),
+                (auto, fixed), clock, level,
+            )  # fmt: skip
+    finally:
+        if own:
+            executor.close()
 
 
 def _loop(
     study: Study,
     objective: Callable[..., Any],
     n_trials: int,
-    n_workers: int | None,
-    executor: Executor | None,
+    executor: Executor,
+    workers: int,
     callback: Callable[[Study, Trial], None] | None,
     limits: dict[str, Any],
     lookahead: tuple[bool, int],
     clock: Callable[[], float],
     level: int,
 ) -> OptimizeResult:
-    """The loop of ``run`` once its arguments are checked: open the executor, drive it to
-    the end, close what it opened."""
-    executor, own, workers = _open_executor(executor, n_workers, objective)
+    """The loop of ``run`` once its arguments are checked and its executor open: drive the
+    executor to the end (``run`` closes it)."""
     lease = float(getattr(study.config, "lease_seconds", 3600.0))  # renewed a third at a time
     state: LoopState[Any] = LoopState(
         workers, n_trials, clock(), **limits, heartbeat_every=max(0.5, min(60.0, lease / 3))
@@ -240,8 +244,6 @@ def _loop(
                 pass
     finally:
         driver.close()
-        if own:
-            executor.close()
         display.close()
     return _finish(study, state, limits["guard"])
 
