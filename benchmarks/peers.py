@@ -129,7 +129,7 @@ def _decode(params: Sequence[Param], raw: Mapping[str, Any]) -> dict[str, Any]:
     ``float`` inside their bounds, categoricals as the choice itself."""
     config: dict[str, Any] = {}
     for p in params:
-        if not _active(p, config):
+        if not is_active(p, config):
             continue
         value = raw[p.name]
         if p.kind == "cat":
@@ -143,7 +143,7 @@ def _decode(params: Sequence[Param], raw: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _active(p: Param, config: Mapping[str, Any]) -> bool:
+def is_active(p: Param, config: Mapping[str, Any]) -> bool:
     """Whether ``p`` exists given the (already decoded) values of its parents: every parent
     must be active and take one of its allowed values."""
     return all(

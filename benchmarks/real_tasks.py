@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import budget_runs
-from benchmarks.peers import Param
+from benchmarks.peers import Param, is_active
 
 BUDGET = 50
 FOLDS = 3
@@ -238,7 +238,7 @@ def active(params: Sequence[Param], config: Mapping[str, Any]) -> dict[str, Any]
     """``config`` without the parameters its choices switch off (in ``params``' order)."""
     out: dict[str, Any] = {}
     for p in params:
-        if all(out.get(parent, object()) in allowed for parent, allowed in p.when):
+        if is_active(p, out):
             out[p.name] = config[p.name]
     return out
 
@@ -304,7 +304,7 @@ class Optuna:
             return trial, active(self.task.params, full)
         config: dict[str, Any] = {}
         for p in self.task.params:
-            if all(config.get(parent, object()) in allowed for parent, allowed in p.when):
+            if is_active(p, config):
                 config[p.name] = self._suggest(trial, p)
         return trial, config
 

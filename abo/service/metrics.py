@@ -58,10 +58,6 @@ class Counter:
         with self._lock:
             self._values[values] = self._values.get(values, 0.0) + by
 
-    def value(self, *values: str) -> float:
-        with self._lock:
-            return self._values.get(values, 0.0)
-
     def lines(self) -> list[str]:
         with self._lock:
             items = sorted(self._values.items())
@@ -86,11 +82,6 @@ class Histogram:
             counts, total = self._data.setdefault(values, ([0] * (len(self.buckets) + 1), [0.0]))
             counts[bisect.bisect_left(self.buckets, value)] += 1
             total[0] += value
-
-    def count(self, *values: str) -> int:
-        with self._lock:
-            data = self._data.get(values)
-            return sum(data[0]) if data is not None else 0
 
     def lines(self) -> list[str]:
         with self._lock:
