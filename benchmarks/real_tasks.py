@@ -26,9 +26,13 @@ define-by-run: only active parameters), ``optuna-gp`` and ``optuna-cmaes`` (``GP
 and ``CmaEsSampler`` on the flat space: every parameter suggested, the inactive ones
 ignored), and, when installed (``pip install -e .[peers]``), ``ax`` and ``smac``
 (``benchmarks/peers.py``: Ax's ``Client`` with its default generation strategy, pending
-trials RUNNING; SMAC's ``HyperparameterOptimizationFacade`` told the budget as ``n_trials``).
+trials RUNNING; SMAC's ``HyperparameterOptimizationFacade`` told the budget as ``n_trials``),
+``syne-botorch`` and ``syne-bore`` (``benchmarks/syne_tune_peer.py``: Syne Tune's ``BOTorch``
+and ``BORE`` searchers through its ``AskTellScheduler``), and ``hebo`` (HEBO in its own
+environment, ``benchmarks/hebo_peer.py``).
 Each uses its own default initial design (abo: twice the parameters; Optuna: 10; Ax: the
-centre and 4 Sobol points; SMAC: a quarter of ``n_trials``, 12).
+centre and 4 Sobol points; SMAC: a quarter of ``n_trials``, 12; Syne Tune: 3 random points
+for ``BOTorch``, 6 for ``BORE``; HEBO: the parameters plus one, Sobol).
 
 A run records after each completion the evaluations completed and the best loss so far
 (``regret`` in the results files, for the shared report code: the loss itself, as the true
@@ -314,10 +318,14 @@ class Optuna:
 
 def _peer(kind: str) -> Callable[[Task, int, int], Any]:
     def make(task: Task, seed: int, k: int) -> Any:
-        from benchmarks import peers
+        from benchmarks import hebo_peer, peers, syne_tune_peer
 
         if kind == "smac":  # told the budget, as a user sets n_trials: a design of 12 of 50
             return peers.SmacMethod(task.params, seed, k, budget=BUDGET)
+        if kind == "hebo":
+            return hebo_peer.HeboMethod(task.params, seed, k)
+        if kind.startswith("syne-"):
+            return syne_tune_peer.SyneTuneMethod(task.params, seed, k, searcher=kind[5:])
         return peers.AxMethod(task.params, seed, k)
 
     return make
@@ -331,6 +339,9 @@ METHODS: dict[str, Callable[[Task, int, int], Any]] = {
     "optuna-cmaes": lambda task, seed, k: Optuna(task, seed, "cmaes"),
     "ax": _peer("ax"),
     "smac": _peer("smac"),
+    "hebo": _peer("hebo"),
+    "syne-botorch": _peer("syne-botorch"),
+    "syne-bore": _peer("syne-bore"),
 }
 REAL_METHODS = tuple(METHODS)
 
@@ -368,6 +379,8 @@ def simulate(method: str, task_name: str, k: int, budget: int, seed: int) -> dic
             best = min(best, value)
             times.append(round(clock, 6))
             bests.append(float(f"{best:.6g}"))
+        if hasattr(opt, "close"):  # a peer in a child process (HEBO)
+            opt.close()
     return {
         "method": method, "problem": task_name, "k": k, "budget": budget, "seed": seed,
         "times": times, "evals": list(range(1, len(times) + 1)), "regret": bests,

@@ -1,16 +1,21 @@
-"""The peer adapters (``benchmarks/peers.py``): Ax and SMAC3 driven asynchronously, with up to
-three trials pending, on a small mixed space with a conditional parameter."""
+"""The peer adapters (``benchmarks/peers.py``, ``syne_tune_peer.py``, ``hebo_peer.py``): Ax,
+SMAC3, Syne Tune's searchers and HEBO driven asynchronously, with up to three trials pending, on
+a small mixed space with a conditional parameter. Each peer's tests skip, saying why, when it is
+not installed (the ``peers`` extra; HEBO's own environment)."""
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from benchmarks import hebo_peer
+from benchmarks.hebo_peer import HeboMethod
 from benchmarks.peers import AxMethod, Param, SmacMethod
+from benchmarks.syne_tune_peer import SyneTuneMethod
 
 SPACE = (
     Param("lr", "float", 1e-4, 1.0, log=True),
@@ -18,18 +23,28 @@ SPACE = (
     Param("kind", "cat", choices=("a", "b", "c")),
     Param("x", "float", -1.0, 1.0, when=(("kind", ("b",)),)),
 )
-PEERS: dict[str, Callable[..., Any]] = {"ax": AxMethod, "smac": SmacMethod}
+PEERS: dict[str, Callable[..., Any]] = {
+    "ax": AxMethod,
+    "smac": SmacMethod,
+    "syne-botorch": lambda *a, **kw: SyneTuneMethod(*a, **kw, searcher="botorch"),
+    "syne-bore": lambda *a, **kw: SyneTuneMethod(*a, **kw, searcher="bore"),
+    "hebo": HeboMethod,
+}
+NEEDS = {"ax": ("ax", "pip install ax-platform"), "smac": ("smac", "pip install smac"),
+         "syne-botorch": ("syne_tune", "pip install syne-tune"),
+         "syne-bore": ("syne_tune", "pip install syne-tune")}  # fmt: skip
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _peers_installed() -> Iterator[None]:
-    """Skip every test here unless both peers are installed (``pip install ax-platform smac``).
-
-    In a fixture rather than at module level so that collecting the suite does not import Ax
-    (about 3 s) in every test process."""
-    pytest.importorskip("ax", reason="Ax (pip install ax-platform) is not installed")
-    pytest.importorskip("smac", reason="SMAC3 (pip install smac) is not installed")
-    yield
+def _installed(peer: str) -> None:
+    """Skip unless ``peer`` is installed. Imports happen here, not at module level, so that
+    collecting the suite does not import Ax (about 3 s) in every test process."""
+    if peer == "hebo":
+        if not hebo_peer.available():
+            pytest.skip(f"HEBO's environment is missing ({hebo_peer.hebo_python()}): "
+                        "see benchmarks/hebo_peer.py")  # fmt: skip
+        return
+    module, how = NEEDS[peer]
+    pytest.importorskip(module, reason=f"{peer} is not installed ({how})")
 
 
 def _loss(c: dict[str, Any]) -> float:
@@ -53,7 +68,8 @@ def _check_config(c: dict[str, Any]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("peer", sorted(PEERS))
 def test_a_peer_runs_asynchronously_on_a_conditional_space(peer: str) -> None:
-    method = PEERS[peer](SPACE, seed=3, k=3)
+    _installed(peer)
+    method = PEERS[peer](SPACE, seed=1, k=3)
     pending: deque[tuple[Any, dict[str, Any]]] = deque()
     configs: list[dict[str, Any]] = []
     values: list[float] = []
@@ -79,14 +95,33 @@ def test_a_peer_runs_asynchronously_on_a_conditional_space(peer: str) -> None:
     assert len({tuple(sorted(c.items())) for c in configs}) == 12
     assert any("x" in c for c in configs) and any("x" not in c for c in configs)
     # the same seed asks for the same first trials
-    again = PEERS[peer](SPACE, seed=3, k=3)
+    again = PEERS[peer](SPACE, seed=1, k=3)
     assert [again.ask()[1] for _ in range(3)] == configs[:3]
 
 
 def test_a_space_the_adapters_cannot_express_is_refused() -> None:
+    # checked before any peer is imported: no install needed
     bad_parent = (Param("x", "float", 0.0, 1.0), Param("y", "int", 1, 3, when=(("x", (0.5,)),)))
-    for cls in (AxMethod, SmacMethod):
+    for cls in (AxMethod, SmacMethod, SyneTuneMethod, HeboMethod):
         with pytest.raises(ValueError, match="parent 'x' must be a categorical or int"):
             cls(bad_parent, seed=0, k=1)
         with pytest.raises(ValueError, match="needs low > 0"):
             cls((Param("z", "float", 0.0, 1.0, log=True),), seed=0, k=1)
+
+
+def test_hebo_without_its_environment_says_how_to_make_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("ABO_HEBO_PYTHON", str(tmp_path / "no-such-python"))
+    assert not hebo_peer.available()
+    with pytest.raises(RuntimeError, match="HEBO's environment is missing.*ABO_HEBO_PYTHON"):
+        HeboMethod(SPACE, seed=0, k=1)
+
+
+def test_the_hebo_worker_answers_a_bad_message_with_an_error() -> None:
+    from benchmarks.hebo_worker import Worker
+
+    worker = Worker()
+    assert worker.handle({"op": "ask"}) == {"error": "send init first"}
+    worker.opt = object()  # past init: an unknown op is named
+    assert "'fly' is not init, ask or tell" in worker.handle({"op": "fly"})["error"]

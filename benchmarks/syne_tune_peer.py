@@ -1,0 +1,87 @@
+"""Syne Tune's model-based searchers as a peer: ``BOTorch`` (a GP) and ``BORE`` (a classifier).
+
+Driven through Syne Tune's own ``AskTellScheduler`` around the baseline scheduler, with the
+benchmark methods' interface (``benchmarks/peers.py``): ``ask()`` returns ``(handle,
+configuration)`` and may be called again before earlier trials are told; ``tell(handle,
+value)`` reports a loss, in any order.
+
+* ``BOTorch`` (``BoTorchSearcher``): 3 random configurations, then a GP with expected
+  improvement; every configuration it suggested and not yet told is *pending*, and it
+  fantasises over them (its default), so asynchronous asks do not repeat themselves.
+* ``BORE``: 6 random configurations, then a classifier (XGBoost) of "among the best quarter"
+  maximised by random search; it knows nothing of pending trials: two asks between tells
+  differ only through its random candidates.
+
+Syne Tune has no conditional spaces: the adapter uses the flat space (every parameter in every
+configuration) and drops the inactive ones from what it returns, as for Ax. Categorical
+choices travel as string labels, ints as ``randint``/``lograndint`` and log floats as
+``loguniform``. ``pip install syne-tune`` (the ``peers`` extra); imported when an adapter is
+made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks.peers import Param, _bounds, _check, _decode, _finite, _labels, _quiet
+
+SEARCHERS = ("botorch", "bore")
+METRIC = "loss"
+
+
+def config_space(params: Sequence[Param]) -> dict[str, Any]:
+    """The flat Syne Tune configuration space of ``params``."""
+    from syne_tune import config_space as cs
+
+    space: dict[str, Any] = {}
+    for p in params:
+        if p.kind == "cat":
+            space[p.name] = cs.choice(list(_labels(p)))
+        elif p.kind == "int":
+            low, high = (int(b) for b in _bounds(p))
+            space[p.name] = (cs.lograndint if p.log else cs.randint)(low, high)
+        else:
+            space[p.name] = (cs.loguniform if p.log else cs.uniform)(*_bounds(p))
+    return space
+
+
+class SyneTuneMethod:
+    """One of Syne Tune's single-objective searchers (``SEARCHERS``), minimising the loss.
+
+    ``seed`` seeds the scheduler and its searcher, and NumPy's global generator: the searchers
+    draw their random configurations with ``Domain.sample()``, which uses it (BORE with the
+    same ``random_seed`` otherwise began differently in every process). ``k`` is not used (the
+    searcher counts its pending trials itself)."""
+
+    def __init__(
+        self, params: Sequence[Param], seed: int, k: int, searcher: str = "botorch"
+    ) -> None:
+        if searcher not in SEARCHERS:
+            raise ValueError(f"searcher: {searcher!r} is not one of {', '.join(SEARCHERS)}")
+        _check(params)
+        self.params = tuple(params)
+        self.k = k
+        with _quiet():
+            import numpy as np
+            from syne_tune.optimizer import baselines
+            from syne_tune.optimizer.schedulers.ask_tell_scheduler import AskTellScheduler
+
+            np.random.seed(seed)
+            kind = baselines.BOTorch if searcher == "botorch" else baselines.BORE
+            base = kind(
+                config_space(self.params), metric=METRIC, do_minimize=True, random_seed=seed
+            )
+            self.scheduler = AskTellScheduler(base_scheduler=base)
+
+    def ask(self) -> tuple[Any, dict[str, Any]]:
+        """One new trial (pending in the searcher until told) and its active configuration."""
+        with _quiet():
+            trial = self.scheduler.ask()
+        return trial, _decode(self.params, trial.config)
+
+    def tell(self, handle: Any, value: float) -> None:
+        """Complete trial ``handle`` with ``loss = value`` (finite: see ``peers._finite``)."""
+        loss = _finite(value)
+        with _quiet():
+            self.scheduler.tell(handle, {METRIC: loss})
