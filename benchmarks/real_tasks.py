@@ -36,9 +36,9 @@ for ``BOTorch``, 6 for ``BORE``; HEBO: the parameters plus one, Sobol).
 
 A run records after each completion the evaluations completed and the best loss so far
 (``regret`` in the results files, for the shared report code: the loss itself, as the true
-optimum is unknown), and the seconds of each ask. ``normalised_scores`` turns runs into
-Bayesmark's normalised score per task: 0 is random search's median final loss, 1 the best
-loss any method found.
+optimum is unknown), and the seconds of each ask. ``benchmarks/real_report.py`` turns runs into
+Bayesmark's normalised score per task (0 is random search's median final loss, 1 the best
+loss any method found) with the grids' significance marks.
 
     python -m benchmarks real run --out real.jsonl --k 4 --seeds 3 --processes 2
 """
@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import budget_runs
+from benchmarks import budget_runs, real_report
 from benchmarks.peers import Param, is_active
 
 BUDGET = 50
@@ -389,43 +389,9 @@ def simulate(method: str, task_name: str, k: int, budget: int, seed: int) -> dic
     }  # fmt: skip
 
 
-def normalised_scores(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], dict[str, float]]:
-    """Per (task, k): each method's mean normalised score over its seeds (Bayesmark's: 0 is
-    random search's median final loss, 1 the best loss any run of the cell found)."""
-    cells: dict[tuple[str, int], dict[str, list[float]]] = {}
-    for r in runs:
-        cells.setdefault((r["problem"], r["k"]), {}).setdefault(r["method"], []).append(
-            r["regret"][-1]
-        )
-    out: dict[tuple[str, int], dict[str, float]] = {}
-    for cell, finals in cells.items():
-        if "random" not in finals:
-            continue
-        zero = float(np.median(finals["random"]))
-        one = min(min(v) for v in finals.values())
-        span = zero - one
-        out[cell] = {
-            m: float(np.mean([(zero - v) / span if span > 0 else 0.0 for v in vs]))
-            for m, vs in finals.items()
-        }
-    return out
-
-
 def score_table(runs: Sequence[Mapping[str, Any]]) -> str:
-    """Markdown: each method's normalised score per (task, k), their mean, and each method's
-    median seconds per ask."""
-    scores = normalised_scores(runs)
-    methods = [m for m in REAL_METHODS if any(m in v for v in scores.values())]
-    lines = ["| task | k | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
-    for (task, k), row in sorted(scores.items()):
-        shown = [f"{row[m]:.2f}" if m in row else "-" for m in methods]
-        lines.append(f"| {task} | {k} | " + " | ".join(shown) + " |")
-    means = [np.mean([r[m] for r in scores.values() if m in r]) for m in methods]
-    lines.append("| **mean** | | " + " | ".join(f"**{v:.2f}**" for v in means) + " |")
-    asks = {m: [a for r in runs if r["method"] == m for a in r["ask_seconds"]] for m in methods}
-    lines.append("| s / ask (median) | | "
-                 + " | ".join(f"{np.median(asks[m]):.3f}" for m in methods) + " |")  # fmt: skip
-    return "\n".join(lines)
+    """The suite's table (``benchmarks/real_report.py``), methods in ``REAL_METHODS``' order."""
+    return real_report.score_table(runs, REAL_METHODS)
 
 
 Cell = tuple[str, str, int, int, int]  # method, task, k, budget, seed

@@ -38,18 +38,3 @@ def test_a_run_respects_the_budget_and_improves_on_its_first_result(method: str)
     assert run["regret"][-1] < run["regret"][0]
     again = rt.simulate(method, "knn-diabetes", k=3, budget=14, seed=0)
     assert again["regret"] == run["regret"]  # the same seed, the same run
-
-
-def test_normalised_scores_are_zero_at_random_median_and_one_at_the_best() -> None:
-    def run(method: str, seed: int, final: float) -> dict:
-        return {"method": method, "problem": "t", "k": 4, "seed": seed, "regret": [9.0, final],
-                "ask_seconds": [0.1]}  # fmt: skip
-
-    runs = [run("random", 0, 0.6), run("random", 1, 0.4), run("random", 2, 0.5),
-            run("auto", 0, 0.3), run("auto", 1, 0.1), run("optuna-tpe", 0, 0.5)]  # fmt: skip
-    scores = rt.normalised_scores(runs)[("t", 4)]
-    assert scores["optuna-tpe"] == pytest.approx(0.0)  # random's median final loss
-    assert scores["auto"] == pytest.approx((0.5 + 1.0) / 2)  # (0.5-0.3)/0.4 and (0.5-0.1)/0.4
-    assert scores["random"] == pytest.approx(0.0)
-    table = rt.score_table(runs)
-    assert "| t | 4 |" in table and "**mean**" in table
