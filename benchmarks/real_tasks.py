@@ -33,6 +33,9 @@ environment, ``benchmarks/hebo_peer.py``).
 Each uses its own default initial design (abo: twice the parameters; Optuna: 10; Ax: the
 centre and 4 Sobol points; SMAC: a quarter of ``n_trials``, 12; Syne Tune: 3 random points
 for ``BOTorch``, 6 for ``BORE``; HEBO: the parameters plus one, Sobol).
+``VARIANTS`` run only when named: ``qlognei+power`` and ``believer+power`` (each of
+``auto``'s two members alone, with the default's output transform) and ``auto-raw`` (the
+default without that transform), the candidates a change to the default is measured by.
 
 A run records after each completion the evaluations completed and the best loss so far
 (``regret`` in the results files, for the shared report code: the loss itself, as the true
@@ -251,7 +254,9 @@ def active(params: Sequence[Param], config: Mapping[str, Any]) -> dict[str, Any]
 class Abo:
     """abo's study on the task's conditional space, every option at its default."""
 
-    def __init__(self, task: Task, seed: int, k: int, strategy: str = "auto") -> None:
+    def __init__(
+        self, task: Task, seed: int, k: int, strategy: str = "auto", **options: Any
+    ) -> None:
         import abo
 
         space: dict[str, Any] = {}
@@ -263,7 +268,7 @@ class Abo:
                 space[p.name] = abo.Int(int(p.low or 0), int(p.high or 0), log=p.log, **when)
             else:
                 space[p.name] = abo.Categorical(list(p.choices), **when)
-        self.study = abo.create_study(space, strategy=strategy, seed=seed)
+        self.study = abo.create_study(space, strategy=strategy, seed=seed, **options)
         self.k = k
 
     def ask(self) -> tuple[Any, dict[str, Any]]:
@@ -344,6 +349,15 @@ METHODS: dict[str, Callable[[Task, int, int], Any]] = {
     "syne-bore": _peer("syne-bore"),
 }
 REAL_METHODS = tuple(METHODS)
+VARIANTS: dict[str, Callable[[Task, int, int], Any]] = {
+    # candidates for the default, each one change away from it (not run unless named)
+    "qlognei+power": lambda task, seed, k: Abo(task, seed, k, "qlognei", output_transform="power"),
+    "believer+power": lambda task, seed, k: Abo(
+        task, seed, k, "believer", output_transform="power"
+    ),
+    "auto-raw": lambda task, seed, k: Abo(task, seed, k, output_transform="none"),
+}
+METHODS.update(VARIANTS)
 
 
 def simulate(method: str, task_name: str, k: int, budget: int, seed: int) -> dict[str, Any]:
@@ -403,7 +417,7 @@ def cells(
 ) -> list[Cell]:  # fmt: skip
     """Every run of the grid (``budget_runs.grid``)."""
     chosen = list(problems or TASKS)
-    return budget_runs.grid(list(methods or REAL_METHODS), REAL_METHODS, chosen,
+    return budget_runs.grid(list(methods or REAL_METHODS), tuple(METHODS), chosen,
                             {t: BUDGET for t in TASKS}, ks, seeds)  # fmt: skip
 
 
