@@ -97,6 +97,8 @@ def simulate_run(
     taus = sample_durations(durations, budget, np.random.default_rng([seed, 2]))
     noise = np.random.default_rng([seed, 3])
     options = dict(strategy_options or {})
+    if spec.peer:  # a peer is told the budget, as its user would (SMAC sizes its design by it)
+        options = {"budget": budget}
     t_start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # experimental-feature and numerical chatter
@@ -366,7 +368,8 @@ def suite_cells(
     from benchmarks.methods import all_methods
 
     specs = all_methods()
-    default = [name for name in specs if "+" not in name]  # variants (+full, +ref, ...): by name
+    # variants (+full, +ref, ...) and peers (other libraries, extra installs): by name only
+    default = [name for name, spec in specs.items() if "+" not in name and not spec.peer]
     names = list(methods or suite.methods or default)
     for name in names:
         method_spec(name)

@@ -23,11 +23,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers import Param, _bounds, _check, _decode, _finite, _labels
+from benchmarks.peers import Param, _bounds, _check, _decode, _finite, _labels, encode
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "hebo_worker.py"
@@ -96,6 +96,11 @@ class HeboMethod:
     def tell(self, handle: Any, value: float) -> None:
         """Observe suggestion ``handle``'s loss (finite: see ``peers._finite``)."""
         self._call({"op": "tell", "id": handle, "value": _finite(value)})
+
+    def add(self, config: Mapping[str, Any], value: float) -> None:
+        """Observe a result HEBO did not suggest (a shared initial design)."""
+        raw = encode(self.params, config, flat=True)
+        self._call({"op": "add", "config": raw, "value": _finite(value)})
 
     def close(self) -> None:
         """End the child process."""

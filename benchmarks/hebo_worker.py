@@ -8,6 +8,8 @@ object per line on stdin, one answer per line on stdout:
   -> ``{"ok": true, "rand_sample": n}`` (HEBO's own initial design size: parameters + 1);
 * ``{"op": "ask"}`` -> ``{"id": i, "config": {name: value}}`` (categoricals as their labels);
 * ``{"op": "tell", "id": i, "value": v}`` -> ``{"ok": true}``;
+* ``{"op": "add", "config": {name: value}, "value": v}`` -> ``{"ok": true}`` (a result HEBO
+  did not suggest);
 * an error -> ``{"error": "..."}``, and the worker goes on.
 """
 
@@ -69,7 +71,13 @@ class Worker:
             row = self.rows.pop(int(msg["id"]))
             self.opt.observe(row, np.array([[float(msg["value"])]]))
             return {"ok": True}
-        return {"error": f"op: {op!r} is not init, ask or tell"}
+        if op == "add":
+            import pandas as pd
+
+            row = pd.DataFrame([msg["config"]], columns=self.opt.space.para_names)
+            self.opt.observe(row, np.array([[float(msg["value"])]]))
+            return {"ok": True}
+        return {"error": f"op: {op!r} is not init, ask, tell or add"}
 
 
 def _plain(value: Any) -> Any:

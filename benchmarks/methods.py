@@ -37,6 +37,9 @@ with ``failure_model="worst"``, abo's earlier rule of counting a failure as the 
 ``auto+cube`` is the default strategy searching the whole cube at any width
 (``trust_region="never"``): what ``auto`` was before it used a trust region in wide spaces.
 
+The peers (``ax``, ``smac``, ``syne-botorch``, ``syne-bore``, ``hebo``:
+``benchmarks/peer_methods.py``) run on problems of one objective, only when named.
+
 Example:
     >>> spec = method_spec("sync-qlognei")
     >>> spec.synchronous, spec.workers(8), method_spec("seq-logei").workers(8)
@@ -57,6 +60,8 @@ from benchmarks.constrained_methods import AboConstrainedMethod, OptunaConstrain
 from benchmarks.constrained_problems import ConstrainedProblem
 from benchmarks.mo_methods import AboMOMethod, OptunaMOMethod
 from benchmarks.mo_problems import MOProblem
+from benchmarks.peer_methods import PEERS, CubePeer
+from benchmarks.problems import Problem
 from benchmarks.simulator import AboMethod, Method, OptunaMethod
 from benchmarks.suites import AnyProblem, NoisyProblem
 
@@ -92,6 +97,7 @@ class MethodSpec:
     synchronous: bool = False
     sequential: bool = False
     objectives: frozenset[int] = SINGLE  # the numbers of objectives it can optimise
+    peer: bool = False  # another library's optimiser: run only when named, told the budget
 
     def workers(self, k: int) -> int:
         """Workers this method actually uses in a cell with ``k`` workers."""
@@ -173,6 +179,17 @@ def _optuna(sampler: str) -> Callable[..., Method]:
     return build
 
 
+def _peer(name: str) -> Callable[..., Method]:
+    """A peer on the problem's unit cube (``benchmarks/peer_methods.py``)."""
+
+    def build(problem: AnyProblem, seed: int, k: int, n0: int, options: dict[str, Any]) -> Method:
+        if not isinstance(problem, Problem | NoisyProblem):
+            raise ValueError(f"{name}: peers run on problems of one objective, unconstrained")
+        return CubePeer(name, problem.dim, seed, k, budget=options.get("budget"))
+
+    return build
+
+
 def strategy_objectives(name: str) -> frozenset[int]:
     """The numbers of objectives abo's strategy ``name`` is listed for."""
     import abo
@@ -210,6 +227,8 @@ def all_methods() -> dict[str, MethodSpec]:
     specs["optuna-tpe"] = MethodSpec("optuna-tpe", _optuna("tpe"), objectives=ANY)
     specs["optuna-cmaes"] = MethodSpec("optuna-cmaes", _optuna("cmaes"), objectives=SINGLE)
     specs["optuna-nsga2"] = MethodSpec("optuna-nsga2", _optuna("nsga2"), objectives=SEVERAL)
+    for name in PEERS:
+        specs[name] = MethodSpec(name, _peer(name), peer=True)
     return specs
 
 

@@ -143,6 +143,25 @@ def _decode(params: Sequence[Param], raw: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+def encode(params: Sequence[Param], config: Mapping[str, Any], flat: bool) -> dict[str, Any]:
+    """A configuration as the peers take it back (``add``): categoricals as their labels.
+    ``flat``: every parameter, the inactive ones at their lower bound or first choice (Ax's,
+    Syne Tune's and HEBO's flat spaces); else the active ones only (SMAC's conditions)."""
+    raw: dict[str, Any] = {}
+    for p in params:
+        if p.name not in config:
+            if not flat:
+                continue
+            value = p.choices[0] if p.kind == "cat" else _bounds(p)[0]
+        else:
+            value = config[p.name]
+        if p.kind == "cat":
+            raw[p.name] = _label_of(p, value)
+        else:
+            raw[p.name] = int(value) if p.kind == "int" else float(value)
+    return raw
+
+
 def is_active(p: Param, config: Mapping[str, Any]) -> bool:
     """Whether ``p`` exists given the (already decoded) values of its parents: every parent
     must be active and take one of its allowed values."""
@@ -244,6 +263,14 @@ class AxMethod:
         with _quiet():
             self.client.complete_trial(trial_index=handle, raw_data={"loss": loss})
 
+    def add(self, config: Mapping[str, Any], value: float) -> None:
+        """A result Ax did not propose (a shared initial design): attached as a trial and
+        completed. Ax's own initialisation still runs afterwards (its default rule)."""
+        loss = _finite(value)
+        with _quiet():
+            index = self.client.attach_trial(parameters=encode(self.params, config, flat=True))
+            self.client.complete_trial(trial_index=index, raw_data={"loss": loss})
+
 
 class SmacMethod:
     """SMAC3's ``HyperparameterOptimizationFacade`` (random forest, log-EI, its Sobol initial
@@ -344,6 +371,19 @@ class SmacMethod:
         cost = _finite(value)
         with _quiet():
             self.smac.tell(handle, TrialValue(cost=cost), save=False)
+
+    def add(self, config: Mapping[str, Any], value: float) -> None:
+        """A result SMAC did not propose (a shared initial design), told as a trial of the
+        scenario's seed; SMAC's own initial design is still asked for afterwards."""
+        from ConfigSpace import Configuration
+        from smac.runhistory.dataclasses import TrialInfo, TrialValue
+
+        cost = _finite(value)
+        with _quiet():
+            space = self.smac.scenario.configspace
+            made = Configuration(space, values=encode(self.params, config, flat=False))
+            info = TrialInfo(config=made, seed=self.smac.scenario.seed)
+            self.smac.tell(info, TrialValue(cost=cost), save=False)
 
 
 def _never_called(config: Any, seed: int = 0) -> float:

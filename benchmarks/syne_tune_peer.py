@@ -21,10 +21,10 @@ made.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.peers import Param, _bounds, _check, _decode, _finite, _labels, _quiet
+from benchmarks.peers import Param, _bounds, _check, _decode, _finite, _labels, _quiet, encode
 
 SEARCHERS = ("botorch", "bore")
 METRIC = "loss"
@@ -85,3 +85,20 @@ class SyneTuneMethod:
         loss = _finite(value)
         with _quiet():
             self.scheduler.tell(handle, {METRIC: loss})
+
+    def add(self, config: Mapping[str, Any], value: float) -> None:
+        """A result the searcher did not suggest (a shared initial design): registered as a
+        trial of its own, as ``ask`` registers one, and completed."""
+        import datetime
+
+        from syne_tune.backend.trial_status import Trial
+
+        loss = _finite(value)
+        raw = encode(self.params, config, flat=True)
+        with _quiet():
+            searcher = self.scheduler.base_scheduler.searcher
+            trial = Trial(self.scheduler.trial_counter, raw, datetime.datetime.now())
+            self.scheduler.trial_counter += 1
+            if hasattr(searcher, "trial_configs"):  # BoTorchSearcher numbers its own trials
+                searcher.trial_configs[trial.trial_id] = raw
+            self.scheduler.tell(trial, {METRIC: loss})

@@ -16,6 +16,7 @@ from benchmarks import hebo_peer
 from benchmarks.hebo_peer import HeboMethod
 from benchmarks.peers import AxMethod, Param, SmacMethod
 from benchmarks.syne_tune_peer import SyneTuneMethod
+from tests.benchmarks.peer_skips import installed as _installed
 
 SPACE = (
     Param("lr", "float", 1e-4, 1.0, log=True),
@@ -30,21 +31,6 @@ PEERS: dict[str, Callable[..., Any]] = {
     "syne-bore": lambda *a, **kw: SyneTuneMethod(*a, **kw, searcher="bore"),
     "hebo": HeboMethod,
 }
-NEEDS = {"ax": ("ax", "pip install ax-platform"), "smac": ("smac", "pip install smac"),
-         "syne-botorch": ("syne_tune", "pip install syne-tune"),
-         "syne-bore": ("syne_tune", "pip install syne-tune")}  # fmt: skip
-
-
-def _installed(peer: str) -> None:
-    """Skip unless ``peer`` is installed. Imports happen here, not at module level, so that
-    collecting the suite does not import Ax (about 3 s) in every test process."""
-    if peer == "hebo":
-        if not hebo_peer.available():
-            pytest.skip(f"HEBO's environment is missing ({hebo_peer.hebo_python()}): "
-                        "see benchmarks/hebo_peer.py")  # fmt: skip
-        return
-    module, how = NEEDS[peer]
-    pytest.importorskip(module, reason=f"{peer} is not installed ({how})")
 
 
 def _loss(c: dict[str, Any]) -> float:
@@ -124,4 +110,4 @@ def test_the_hebo_worker_answers_a_bad_message_with_an_error() -> None:
     worker = Worker()
     assert worker.handle({"op": "ask"}) == {"error": "send init first"}
     worker.opt = object()  # past init: an unknown op is named
-    assert "'fly' is not init, ask or tell" in worker.handle({"op": "fly"})["error"]
+    assert "'fly' is not init, ask, tell or add" in worker.handle({"op": "fly"})["error"]
