@@ -111,3 +111,19 @@ def test_the_hebo_worker_answers_a_bad_message_with_an_error() -> None:
     assert worker.handle({"op": "ask"}) == {"error": "send init first"}
     worker.opt = object()  # past init: an unknown op is named
     assert "'fly' is not init, ask, tell or add" in worker.handle({"op": "fly"})["error"]
+
+
+def test_syne_tunes_gp_learns_each_loss_at_its_own_configuration() -> None:
+    """Trials told in the reverse of their asking: without the repair, Syne Tune 0.16 pairs
+    the first configuration with the first loss told, which is the last trial's."""
+    _installed("syne-botorch")
+    from benchmarks.peers import _decode
+
+    method = SyneTuneMethod(SPACE, seed=0, k=3, searcher="botorch")
+    asked = [method.ask() for _ in range(3)]
+    for handle, config in reversed(asked):
+        method.tell(handle, _loss(config))
+    searcher = method.scheduler.base_scheduler.searcher
+    configs = [_decode(SPACE, raw) for raw in searcher._configs_with_results()]
+    assert [_loss(c) for c in configs] == list(searcher.objectives())
+    assert configs == [config for _, config in asked]
