@@ -13,6 +13,7 @@ from strategy_helpers import make_ctx
 import abo
 from abo.acquisitions.auto import (
     EXACT_BELOW,
+    FEW_WORKERS,
     GREEDY_FLOOR,
     QLOGNEI_OVER_BELIEVER,
     REST_DECAY,
@@ -39,6 +40,16 @@ def test_exact_observations_go_to_believer_and_noisy_ones_to_qlognei() -> None:
     noisy = strategy.propose(make_ctx(fit_gp(X, Y, noise="auto").model, X, Y), 1)
     assert [(i["strategy"], i["arm"]) for i in noisy.info] == [("auto", "qlognei")]
     assert exact.X.shape == (2, 2) and noisy.X.shape == (1, 2)
+
+
+def test_exact_observations_with_four_workers_or_fewer_go_to_qlognei() -> None:
+    strategy = AutoStrategy(raw_samples=32, num_restarts=2)
+    X, Y = _data(0.0)
+    ctx = make_ctx(fit_gp(X, Y, noise="deterministic").model, X, Y)
+    arms = {w: strategy.propose(replace(ctx, n_workers=w), 1).info[0]["arm"]
+            for w in (1, FEW_WORKERS, FEW_WORKERS + 1, 16, None)}  # fmt: skip
+    assert arms == {1: "qlognei", FEW_WORKERS: "qlognei", FEW_WORKERS + 1: "believer",
+                    16: "believer", None: "believer"}  # fmt: skip
 
 
 def test_it_is_what_a_study_gets_without_a_strategy() -> None:
