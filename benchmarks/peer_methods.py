@@ -22,24 +22,31 @@ import numpy as np
 PEERS = ("ax", "smac", "syne-botorch", "syne-bore", "hebo")
 
 
+def make_peer(peer: str, params: Any, seed: int, k: int, budget: int | None = None) -> Any:
+    """The adapter of ``peer`` (``PEERS``) on ``params``; ``budget`` is told to SMAC, which sizes
+    its initial design by it (the others count for themselves)."""
+    from benchmarks import hebo_peer, peers, syne_tune_peer
+
+    if peer not in PEERS:
+        raise ValueError(f"peer: unknown {peer!r}; choose one of {', '.join(PEERS)}")
+    if peer == "ax":
+        return peers.AxMethod(params, seed, k)
+    if peer == "smac":
+        return peers.SmacMethod(params, seed, k, budget=budget)
+    if peer == "hebo":
+        return hebo_peer.HeboMethod(params, seed, k)
+    return syne_tune_peer.SyneTuneMethod(params, seed, k, searcher=peer[5:])
+
+
 class CubePeer:
     """A peer adapter on the unit cube, with the simulator's ``Method`` interface."""
 
     def __init__(self, peer: str, dim: int, seed: int, k: int, budget: int | None = None) -> None:
-        from benchmarks import hebo_peer, peers, syne_tune_peer
+        from benchmarks.peers import Param
 
-        if peer not in PEERS:
-            raise ValueError(f"peer: unknown {peer!r}; choose one of {', '.join(PEERS)}")
         self.names = [f"x{i}" for i in range(dim)]
-        params = tuple(peers.Param(n, "float", 0.0, 1.0) for n in self.names)
-        if peer == "ax":
-            self.adapter: Any = peers.AxMethod(params, seed, k)
-        elif peer == "smac":
-            self.adapter = peers.SmacMethod(params, seed, k, budget=budget)
-        elif peer == "hebo":
-            self.adapter = hebo_peer.HeboMethod(params, seed, k)
-        else:
-            self.adapter = syne_tune_peer.SyneTuneMethod(params, seed, k, searcher=peer[5:])
+        params = tuple(Param(n, "float", 0.0, 1.0) for n in self.names)
+        self.adapter = make_peer(peer, params, seed, k, budget)
 
     def add(self, x: np.ndarray, y: float) -> None:
         """A result of the shared initial design."""

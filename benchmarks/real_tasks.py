@@ -323,15 +323,10 @@ class Optuna:
 
 def _peer(kind: str) -> Callable[[Task, int, int], Any]:
     def make(task: Task, seed: int, k: int) -> Any:
-        from benchmarks import hebo_peer, peers, syne_tune_peer
+        from benchmarks.peer_methods import make_peer
 
-        if kind == "smac":  # told the budget, as a user sets n_trials: a design of 12 of 50
-            return peers.SmacMethod(task.params, seed, k, budget=BUDGET)
-        if kind == "hebo":
-            return hebo_peer.HeboMethod(task.params, seed, k)
-        if kind.startswith("syne-"):
-            return syne_tune_peer.SyneTuneMethod(task.params, seed, k, searcher=kind[5:])
-        return peers.AxMethod(task.params, seed, k)
+        # told the budget, as a user sets SMAC's n_trials: a design of 12 of 50
+        return make_peer(kind, task.params, seed, k, budget=BUDGET)
 
     return make
 
