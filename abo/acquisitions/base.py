@@ -99,6 +99,9 @@ class ProposalContext:
         free_columns: columns of the cube a local search must leave whole: the one-hot
             columns of categorical parameters and the columns of conditional ones (a box
             around an encoding there would pin a choice, not bound a distance).
+        neighbours: the valid points one discrete move from a rounded point
+            (``Space.neighbours``: an integer one step, a categorical another choice), where
+            ``maximize`` climbs from the rounded optimum; ``None`` in a space of plain reals.
     """
 
     model: Model | None
@@ -118,6 +121,7 @@ class ProposalContext:
     inequality_constraints: list[tuple[Tensor, Tensor, float]] | None = None
     fidelity: FidelityLevels | None = None
     free_columns: tuple[int, ...] = ()
+    neighbours: Callable[[Tensor], Tensor] | None = None
 
     @property
     def dim(self) -> int:

@@ -140,7 +140,10 @@ class MultiFidelityStrategy:
         feas = ctx.feasibility
         target = fid.target
         X_t = fid.at(ctx.X, target)  # the observed points, at the target fidelity
-        search = replace(ctx, X=X_t, bounds=fid.bounds_at_target(ctx.bounds))
+        # the search rounds and stops there: its X are projections onto the target, which a
+        # discrete climb (``optimize.climb``) would avoid as repeats, yet promoting a point
+        # seen at a lower fidelity to the target is what this strategy is for
+        search = replace(ctx, X=X_t, bounds=fid.bounds_at_target(ctx.bounds), neighbours=None)
         if feas is None:
             observed = plug_in(model, best_observed(X_t, ctx.Y))
         elif feas.any_feasible:

@@ -74,3 +74,49 @@ def active_rows(
             on &= out[parent] & holds
         out[name] = on
     return out
+
+
+def neighbours(
+    params: Mapping[str, Parameter],
+    slices: Mapping[str, slice],
+    order: list[str] | None,
+    x: Tensor,
+) -> Tensor:
+    """The valid points one discrete move from the rounded point ``x`` (``D``): each integer
+    or stepped real one step up or down, each categorical at each of its other choices;
+    ``m x D``, rounded, without ``x`` itself or repeats (a move of an inactive parameter)."""
+    import torch
+
+    rows: list[Tensor] = []
+    for name, p in params.items():
+        s = slices[name]
+        if isinstance(p, Categorical):
+            for j in range(p.width):
+                if float(x[s][j]) < 0.5:
+                    y = x.clone()
+                    y[s] = 0.0
+                    y[s.start + j] = 1.0
+                    rows.append(y)
+            continue
+        for value in _adjacent(p, float(x[s.start])):
+            y = x.clone()
+            y[s.start] = p.encode(value)[0]
+            rows.append(y)
+    if not rows:
+        return x.new_zeros(0, x.shape[-1])
+    Y = round_points(params, slices, order, torch.stack(rows))
+    Y = torch.unique(Y, dim=0)
+    return Y[(Y != round_points(params, slices, order, x.unsqueeze(0))).any(dim=-1)]
+
+
+def _adjacent(p: Parameter, u: float) -> list[ParamValue]:
+    """The values one step below and above the one ``u`` encodes (none for a plain Float)."""
+    from abo.core.params import Float, Int
+
+    if isinstance(p, Int):
+        v = p.decode([u])
+        return [w for w in (v - p.step, v + p.step) if p.low <= w <= p.high]
+    if isinstance(p, Float) and p.n_steps is not None:
+        k = round(p._index(p.decode([u])))
+        return [p.grid_value(j) for j in (k - 1, k + 1) if 0 <= j <= p.n_steps]
+    return []

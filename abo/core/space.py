@@ -241,6 +241,13 @@ class Space(Mapping[str, Parameter]):
         order = self._order if self.conditional else None
         return encoding.round_points(self._params, self._slices, order, X)
 
+    def neighbours(self, x: Tensor) -> Tensor:
+        """The valid points one discrete move from the rounded point ``x`` (``D``), ``m x D``
+        (``abo.core.encoding.neighbours``): where a local search of the acquisition goes
+        once the relaxed optimum is rounded."""
+        order = self._order if self.conditional else None
+        return encoding.neighbours(self._params, self._slices, order, x)
+
     @property
     def is_continuous(self) -> bool:
         """True when every parameter is a ``Float`` without a step (no rounding needed)."""

@@ -319,9 +319,11 @@ class Proposer(ProposalFits, ProposalDesign):
             levels, costs = fidelity.levels.to(device), fidelity.costs.to(device)
             fidelity = replace(fidelity, levels=levels, costs=costs)
         linear = [(i.to(device), c.to(device), r) for i, c, r in self._unit_linear]
-        round_ = self.spec.space.round
+        space = self.spec.space
+        round_, near = space.round, None if space.is_continuous else space.neighbours
         if device.type != "cpu":  # the space rounds on the CPU
-            round_ = partial(_round_on_cpu, self.spec.space.round)
+            round_ = partial(_round_on_cpu, space.round)
+            near = near and partial(_round_on_cpu, near)
         return ProposalContext(
             model=fitted.model if fitted else None,
             X=X.to(device),
@@ -340,6 +342,7 @@ class Proposer(ProposalFits, ProposalDesign):
             inequality_constraints=linear or None,
             fidelity=fidelity,
             free_columns=self.free_columns,
+            neighbours=near,
         )
 
     def _strategy_points(self, ctx: ProposalContext, m: int, fallback: bool) -> Proposal:
@@ -392,5 +395,6 @@ def free_columns(space: Space) -> tuple[int, ...]:
 
 
 def _round_on_cpu(round_: Any, X: Tensor) -> Tensor:
-    """``round_`` (the space's) applied on the CPU, the result back on ``X``'s device."""
+    """``round_`` (the space's rounding or neighbours) applied on the CPU, the result back on
+    ``X``'s device."""
     return round_(X.cpu()).to(X.device)

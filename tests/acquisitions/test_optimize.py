@@ -1,14 +1,21 @@
-"""The fast posterior pieces shared by the strategies agree with ``model.posterior``."""
+"""The fast posterior pieces shared by the strategies agree with ``model.posterior``; the
+acquisition search climbs from its rounded optimum in a discrete space."""
 
 from __future__ import annotations
 
-import torch
-from botorch.models.deterministic import GenericDeterministicModel
-from strategy_helpers import peaked_data
+from dataclasses import replace
 
+import pytest
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.models.deterministic import GenericDeterministicModel
+from strategy_helpers import make_ctx, peaked_data
+
+from abo import Int, Space
 from abo.acquisitions.optimize import (
     latent_mean,
     latent_mean_std,
+    maximize,
     outcome_scale,
     standardized_posterior,
 )
@@ -166,3 +173,47 @@ def test_believed_moments_are_the_fantasy_models_without_building_it(peaked) -> 
         fast = FastLogEI(m, Y.max(), believed=Believed(m, busy))(x)
         slow = FastLogEI(fantasy, Y.max())(x)
         assert torch.allclose(fast, slow, atol=1e-5, rtol=1e-5)
+
+
+class _Lopsided(AcquisitionFunction):
+    """Over an integer ``n`` in 0..10 (one column, bins of width 1/11): peaks at
+    ``n = 6.45``, steep below and flat above, so the relaxed optimum rounds to 6 while 7 is
+    better among the integers."""
+
+    def __init__(self) -> None:
+        super().__init__(model=GenericDeterministicModel(lambda X: X[..., :1]))
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        v = X[..., 0, 0] * 11 - 0.5
+        return torch.where(v < 6.45, -((v - 6.45) ** 2), -0.01 * (v - 6.45) ** 2)
+
+
+def test_maximize_climbs_from_the_rounded_optimum_to_a_better_integer() -> None:
+    space = Space({"n": Int(0, 10)})
+    X = space.to_unit_batch([{"n": 0}, {"n": 10}])
+    ctx = replace(make_ctx(None, X, torch.tensor([[0.0], [1.0]])), round=space.round)
+    x, _ = maximize(_Lopsided(), ctx)
+    assert space.from_unit(x[0]) == {"n": 6}  # rounding alone
+    x, value = maximize(_Lopsided(), replace(ctx, neighbours=space.neighbours))
+    assert space.from_unit(x[0]) == {"n": 7}
+    assert value == pytest.approx(float(_Lopsided()(x.unsqueeze(1))))
+
+
+def test_maximize_never_returns_an_evaluated_or_busy_point_while_a_free_one_is_valid() -> None:
+    """The relaxed peak rounds onto 6, which is evaluated, and 7 is busy: the best free
+    integer is 5 (steep side) or 8 (flat side); 8 is better."""
+    space = Space({"n": Int(0, 10)})
+    X = space.to_unit_batch([{"n": 0}, {"n": 6}, {"n": 10}])
+    ctx = make_ctx(
+        None, X, torch.tensor([[0.0], [1.0], [0.5]]), busy=space.to_unit_batch([{"n": 7}])
+    )
+    ctx = replace(ctx, round=space.round, neighbours=space.neighbours)
+    x, value = maximize(_Lopsided(), ctx)
+    assert space.from_unit(x[0]) == {"n": 8}
+    full = Space({"n": Int(0, 2)})  # every value taken: the rounded peak (u = 0.63: n = 1)
+    X = full.to_unit_batch([{"n": 0}, {"n": 1}, {"n": 2}])
+    ctx = replace(
+        make_ctx(None, X, torch.zeros(3, 1)), round=full.round, neighbours=full.neighbours
+    )
+    x, _ = maximize(_Lopsided(), ctx)
+    assert full.from_unit(x[0]) == {"n": 1}  # for the proposer to replace

@@ -179,3 +179,21 @@ def test_the_initial_design_counts_the_most_parameters_one_configuration_has() -
     assert abo.create_study(SPACE, seed=0).spec.resolved_n_initial == 10
     flat = Space({n: Float(0, 1) for n in "abc"})
     assert flat.max_active() == 3
+
+
+def test_neighbours_switch_a_branch_and_leave_its_parameters_inactive() -> None:
+    """A move of the parent drops the child (``INACTIVE`` columns); a move of an inactive
+    parameter is no move at all and is not returned."""
+    space = Space(
+        {"kernel": Categorical(["rbf", "poly"]), "degree": Int(2, 5, when={"kernel": ["poly"]})}
+    )
+    x = space.round(space.to_unit({"kernel": "poly", "degree": 3}).unsqueeze(0))[0]
+    got = [space.from_unit(y) for y in space.neighbours(x)]
+    assert sorted(map(str, got)) == sorted(
+        map(str, [{"kernel": "rbf"}, {"kernel": "poly", "degree": 2},
+                  {"kernel": "poly", "degree": 4}])
+    )  # fmt: skip
+    rbf = space.round(space.to_unit({"kernel": "rbf"}).unsqueeze(0))[0]
+    moved = space.neighbours(rbf)
+    assert [space.from_unit(y)["kernel"] for y in moved] == ["poly"]  # the only real move
+    assert (space.round(moved) == moved).all()  # every neighbour is a valid encoding

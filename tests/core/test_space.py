@@ -425,3 +425,37 @@ def test_importing_the_space_module_does_not_import_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.split("\n")[:2] == ["[]", "True"], out.stdout + out.stderr
+
+
+def _values(space: Space, X: torch.Tensor) -> list[dict]:
+    return [space.from_unit(x) for x in X]
+
+
+def test_neighbours_move_one_discrete_parameter_by_one_step_or_choice() -> None:
+    space = Space(
+        {"n": Int(0, 10), "s": Float(0.0, 1.0, step=0.25), "x": Float(0.0, 1.0),
+         "opt": Categorical(CHOICES)}
+    )  # fmt: skip
+    x = space.to_unit({"n": 4, "s": 0.5, "x": 0.3, "opt": "adam"})
+    got = _values(space, space.neighbours(x))
+    want = [{"n": 3}, {"n": 5}, {"s": 0.25}, {"s": 0.75}, {"opt": "sgd"}, {"opt": "rmsprop"}]
+    for w in want:  # each expected move is there, the rest unchanged
+        assert any(all(g[k] == v for k, v in w.items()) and g["x"] == pytest.approx(0.3)
+                   for g in got), w  # fmt: skip
+    assert len(got) == len(want)  # x (a plain Float) is never moved, x itself never returned
+    edge = _values(space, space.neighbours(space.to_unit({"n": 10, "s": 0.0, "x": 0.3,
+                                                          "opt": "sgd"})))  # fmt: skip
+    assert sorted((g["n"], g["s"]) for g in edge if g["opt"] == "sgd") == [(9, 0.0), (10, 0.25)]
+
+
+def test_neighbours_of_a_log_int_are_the_adjacent_integers() -> None:
+    space = Space({"width": Int(1, 1024, log=True)})
+    got = _values(space, space.neighbours(space.to_unit({"width": 1})))
+    assert got == [{"width": 2}]
+    got = sorted(g["width"] for g in _values(space, space.neighbours(space.to_unit({"width": 37}))))
+    assert got == [36, 38]
+
+
+def test_neighbours_in_a_space_of_plain_reals_are_none() -> None:
+    space = Space({"x": Float(0.0, 1.0), "lr": Float(1e-5, 1e-1, log=True)})
+    assert space.neighbours(space.to_unit({"x": 0.2, "lr": 1e-3})).shape == (0, 2)
