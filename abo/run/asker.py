@@ -88,7 +88,7 @@ class AskPlan:
         self.batch = max(1, self.lookahead // 4)
         self.ask_seconds: float | None = None  # per model proposal, smoothed
         self.durations: deque[float] = deque(maxlen=max(8, 4 * workers))  # recent evaluations
-        self.gap: float | None = None  # the driver's seconds per trial: tell and submission
+        self.gaps: deque[float] = deque(maxlen=max(8, 4 * workers))  # driver's time per trial
         self.designing = auto  # the asks return points no result changes (the design) so far
         self.ready: deque[Trial] = deque()
         self.inflight = 0
@@ -142,7 +142,18 @@ class AskPlan:
     def overhead(self, seconds: float) -> None:
         """Note the driver's own time for one trial (its durable tell and its submission):
         what a freed worker waits for when nothing is on deck."""
-        self.gap = seconds if self.gap is None else 0.8 * self.gap + 0.2 * seconds
+        self.gaps.append(seconds)
+        self.resize()
+
+    @property
+    def gap(self) -> float | None:
+        """The driver's typical time per trial: the median of the recent ones, so that one
+        slow write (the file's first commit, a busy disk for a moment) does not set the queue."""
+        if not self.gaps:
+            return None
+        ordered = sorted(self.gaps)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
     def resize(self) -> None:
         """Re-size an automatic lookahead from the latest measurements.

@@ -55,7 +55,22 @@ def test_the_automatic_size_keeps_the_design_on_deck_then_follows_the_times() ->
     assert plan.lookahead == auto_lookahead(4, 0.5, 2.0) == 4 and plan.batch == 1
     plan.overhead(0.1)
     plan.overhead(0.2)
-    assert plan.gap is not None and abs(plan.gap - 0.12) < 1e-12
+    assert plan.gap is not None and abs(plan.gap - 0.15) < 1e-12
+
+
+def test_one_slow_tell_does_not_queue_cheap_proposals() -> None:
+    """The driver's time per trial is a median: one slow write among fast ones queues nothing,
+    a driver slow at every trial queues one per worker."""
+    plan = AskPlan(workers=3, lookahead=0, n_trials=100, auto=True)
+    plan.asked(_trials(3, "sobol"), seconds=0.0)
+    plan.observe({"status": "ok", "started": 0.0, "finished": 1.0})
+    plan.asked(_trials(3, "random"), seconds=0.003)
+    for seconds in (0.5, 0.001, 0.001):
+        plan.overhead(seconds)
+    assert plan.gap == 0.001 and plan.lookahead == 0
+    for _ in range(4):
+        plan.overhead(0.05)
+    assert plan.lookahead == 3
 
 
 def test_a_fixed_lookahead_ignores_the_times_and_gives_no_pace() -> None:

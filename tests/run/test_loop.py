@@ -357,11 +357,13 @@ def test_by_default_slow_proposals_for_fast_evaluations_are_queued_ahead() -> No
 
 
 def test_by_default_cheap_proposals_for_slow_evaluations_are_not_queued() -> None:
-    """Random proposals (well under 1 % of a 1 s evaluation): each sees every result.
+    """Random proposals (well under 1 % of a 2 s evaluation): each sees every result.
 
     The design is one point per worker: a longer design's last points may wait on deck by
-    design (they depend on no result), which is not what this test is about."""
-    objective, peak = _counting_objective(seconds=1.0)
+    design (they depend on no result), which is not what this test is about. Two seconds, not
+    one: on a loaded machine a durable tell may pass 1 % of one second, and then one point per
+    worker rightly waits on deck."""
+    objective, peak = _counting_objective(seconds=2.0)
     study = _study(n_initial=3)
     with ThreadExecutor(3) as ex:
         result = study.optimize(objective, n_trials=6, executor=ex)
