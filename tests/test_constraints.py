@@ -127,6 +127,7 @@ def test_best_is_the_best_feasible_trial_and_says_when_there_is_none(tmp_path) -
     assert infeasible.values["f"] < better.values["f"] < worse.values["f"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["auto", "thompson"])  # the default, and its fast member
 def test_constraint_aware_strategies_find_the_constrained_optimum(strategy: str) -> None:
     study = abo.create_study(SPACE, outcomes=OUTCOMES, strategy=strategy, seed=3)
@@ -152,6 +153,7 @@ def test_the_spec_keeps_its_constraints_in_storage(pg_url: str, tmp_path) -> Non
         assert again.spec.objectives == (Objective("f", "minimize"),)
 
 
+@pytest.mark.slow
 def test_the_default_strategy_of_several_objectives_keeps_to_the_feasible_region() -> None:
     """Two objectives whose fronts run across x + y = 1, and the constraint x + y <= 1: the
     default (qLogNEHVI with the constraint's GP) proposes inside, and the front is feasible."""

@@ -57,6 +57,7 @@ def told(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[abo.Trial]
     return url, study.trials, {"refs": refs, "n_initial": n_initial}
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("mo-told")  # one process builds the module fixture once
 def test_the_default_strategy_proposes_by_hypervolume_with_busy_points(told) -> None:
     _, trials, info = told

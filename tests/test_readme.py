@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from doc_blocks import blocks_run_by
 
 import abo
 
 
+@pytest.mark.slow
 def test_readme_python_example_runs_twice_without_duplicates(tmp_path: Path) -> None:
     marked = blocks_run_by("tests/test_readme.py")
     readme = [b for b in marked if b.path.name == "README.md"]

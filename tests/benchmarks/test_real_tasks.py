@@ -30,6 +30,7 @@ def test_there_are_six_models_or_more_each_loss_finite_and_sensitive() -> None:
     assert rt.svm_cancer(good) == low  # fixed folds: the same configuration, the same loss
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["auto", "optuna-tpe", "optuna-cmaes"])
 def test_a_run_respects_the_budget_and_improves_on_its_first_result(method: str) -> None:
     run = rt.simulate(method, "knn-diabetes", k=3, budget=14, seed=0)

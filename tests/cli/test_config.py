@@ -86,6 +86,7 @@ def test_a_study_file_with_named_outcomes_runs(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_study_file_with_an_outcome_constraint_runs_with_the_default_strategy(
     tmp_path: Path,
 ) -> None:
@@ -104,6 +105,7 @@ def test_a_study_file_with_an_outcome_constraint_runs_with_the_default_strategy(
     assert study.best.params["x"] == 0.5 and study.best.values["load"] == 0.5
 
 
+@pytest.mark.slow
 def test_a_study_file_with_a_fidelity_runs_it_and_counts_target_results_only(
     tmp_path: Path,
 ) -> None:

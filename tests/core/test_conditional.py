@@ -115,6 +115,7 @@ def test_every_strategy_proposes_only_valid_configurations(strategy: str) -> Non
     assert all(SPACE.validate(t.params) == t.params for t in study.trials)
 
 
+@pytest.mark.slow
 def test_the_default_strategy_finds_the_best_branch() -> None:
     """The optimum is sgd, momentum 0.9, 3 layers of 64 units (loss 0; adam's best is 0.5):
     random search's best of 24 is 0.002 to 0.2 above it (seeds 0-2, 0.2 with this seed); the

@@ -62,6 +62,7 @@ def test_enqueue_and_add_refuse_points_outside_and_change_nothing(tmp_path) -> N
     assert again.spec.parameter_constraints == tuple(RULES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("strategy", "n"), [("auto", 9), ("thompson", 14), ("random", 14)])
 def test_the_design_and_every_proposal_stay_inside(strategy: str, n: int) -> None:
     study = abo.create_study(SPACE, strategy=strategy, parameter_constraints=RULES, seed=0)

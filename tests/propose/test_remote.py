@@ -106,6 +106,7 @@ def test_optimize_names_proposals_when_its_cluster_is_wrong() -> None:
     assert study.trials == []  # nothing started
 
 
+@pytest.mark.slow
 def test_a_study_file_sends_its_proposals_to_the_cluster_it_names(tmp_path: Path) -> None:
     from distributed import LocalCluster
 

@@ -120,6 +120,7 @@ def _login(url: str, token: str, client: str | None = None) -> httpx.Response:
     return httpx.post(url + "/login", data={"token": token}, headers=headers)
 
 
+@pytest.mark.slow
 def test_failed_logins_are_limited_by_the_sending_address_and_never_lock_out_the_token(
     tmp_path,
 ) -> None:

@@ -260,6 +260,7 @@ def test_parameter_constraints_over_http(server) -> None:
     assert all(not (t.params["x"] + t.params["y"] > 1 + 1e-9) for t in study.ask_batch(8))
 
 
+@pytest.mark.slow
 def test_a_constrained_study_of_two_objectives_over_http_keeps_its_front_feasible(
     client: Client, study_name: str
 ) -> None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 import abo
@@ -95,6 +96,7 @@ def _replica(server: Server) -> dict:
     return httpx.get(server.url + "/api/v1/replica", timeout=30.0).json()
 
 
+@pytest.mark.slow
 def test_replicas_share_one_proposer_and_survive_its_sigkill(pg_url: str, tmp_path: Path):
     servers = [
         Server(pg_url, tmp_path / f"replica-{k}.log", args=("--proposer-lease", str(LEASE)))
@@ -159,6 +161,7 @@ def test_replicas_share_one_proposer_and_survive_its_sigkill(pg_url: str, tmp_pa
     assert min(after) - killed_at <= LEASE + 5.0  # a survivor proposed within the lease
 
 
+@pytest.mark.slow
 def test_a_replica_stopped_with_sigterm_hands_its_studies_over_at_once(pg_url: str, tmp_path: Path):
     """Graceful shutdown: the proposing replica answers the asks in flight, releases its
     lease, and the asks the other replica forwarded to it move there well within the lease

@@ -73,6 +73,7 @@ def drive(study: abo.Study, model_asks: int, outcomes: tuple[str, ...]) -> list[
     return proposed
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("wide")
 def test_a_wide_mixed_study_with_constraints_and_failures_proposes_from_its_models() -> None:
     space = wide_space()
@@ -100,6 +101,7 @@ def test_a_wide_mixed_study_with_constraints_and_failures_proposes_from_its_mode
     assert best is not None and best.values["mem"] <= 30 and math.isfinite(best.values["loss"])
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("wide")
 def test_a_wide_mixed_study_of_two_objectives_proposes_from_its_models() -> None:
     study = abo.create_study(
@@ -108,7 +110,7 @@ def test_a_wide_mixed_study_of_two_objectives_proposes_from_its_models() -> None
         outcomes={"loss": "minimize", "time": "minimize"},
         strategy_options=FAST,
     )
-    proposed = drive(study, 2, ("loss", "time"))
+    proposed = drive(study, 1, ("loss", "time"))
     assert all(t.proposal.strategy == "auto" and not t.proposal.fallback for t in proposed)
     assert {t.proposal.arm for t in proposed} <= {"qlognehvi", "thompson"}
     assert len(study.best_trials) >= 1
