@@ -97,8 +97,8 @@ def _grid(args: argparse.Namespace) -> int:
     from benchmarks import budget_report
 
     module = importlib.import_module("benchmarks." + args.command.replace("-", "_"))
-    if args.action == "table":  # the learning curves' tabulated trainer
-        module.write_table(args.n, say=_log)
+    if args.action == "table":  # the learning curves' tabulated trainers
+        module.write_tables(args.problems or ["sgd"], args.n, say=_log)
         return 0
     if args.action == "report":
         x_key, xlabel, title, reference = GRIDS[args.command]
@@ -196,7 +196,11 @@ def parser() -> argparse.ArgumentParser:
             "action",
             choices=actions,
             help="run the grid, report results files"
-            + (", or tabulate the SGD trainer's curves" if name == "curves" else ""),
+            + (
+                ", or tabulate trainers' curves (--problems; default sgd)"
+                if name == "curves"
+                else ""
+            ),
         )
         cmd.add_argument("results", nargs="*", help="report: JSON-lines files (merged)")
         cmd.add_argument("--out", default=None, help="run: results file; report: a folder")
@@ -207,7 +211,12 @@ def parser() -> argparse.ArgumentParser:
             "--k", nargs="+", type=int, default=[4] if name == "warm-start" else [4, 16]
         )
         cmd.add_argument("--seeds", type=int, default=10)
-        cmd.add_argument("--n", type=int, default=200, help="table: configurations to train")
+        cmd.add_argument(
+            "--n",
+            type=int,
+            default=None,
+            help="table: configurations to train (sgd 200, the others 2048)",
+        )
         cmd.set_defaults(func=_grid)
 
     from benchmarks.many_workers import add_parser as many_workers_parser

@@ -24,6 +24,10 @@ Problems (``CURVE_PROBLEMS``), on the unit cube:
   seed 0, each trained once: ``python -m benchmarks curves-table`` writes it again); a point
   of the cube takes the curve of the nearest tabulated configuration. Diverged runs end
   where they diverged.
+* ``linear-digits``, ``linear-diabetes``, ``gbm-cancer``, ``mlp-digits``,
+  ``torch-mlp-digits``: scikit-learn and torch trainers on bundled data, each tabulated at 2048
+  configurations x 20 steps (``benchmarks/real_curves.py``: the trainers and their curves'
+  shapes; ``benchmarks/data/curves-<name>.json.gz``), looked up the same way.
 
 Methods (``CURVE_METHODS``): ``auto`` (abo's default, every run to the end), ``auto+asha``
 and ``auto+median`` (with abo's stopping rules), ``auto+fidelity`` (the same ASHA, and the
@@ -49,13 +53,13 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks import budget_runs
+from benchmarks import budget_runs, real_curves
 
 TABLE = Path(__file__).parent / "data" / "sgd_curves.json"
 DIVERGED = 10.0  # a synthetic run whose value passes this has diverged
@@ -223,8 +227,23 @@ def sgd() -> CurveProblem:
 
 
 CURVE_PROBLEMS: dict[str, Callable[[], CurveProblem]] = {"curves": synthetic, "sgd": sgd}
+CURVE_PROBLEMS.update({name: partial(real_curves.problem, name) for name in real_curves.TRAINERS})
 BUDGETS = {"curves": 40 * SYNTHETIC_STEPS, "sgd": 40 * SGD_EPOCHS}
+BUDGETS.update({name: 40 * real_curves.STEPS for name in real_curves.TRAINERS})
 """Steps a run may spend: 40 full runs."""
+
+
+def write_tables(problems: Sequence[str], n: int | None, say: Callable[[str], None]) -> None:
+    """Tabulate the named trainers (``sgd``: the asynchronous SGD example, 200 configurations
+    by default; the others ``benchmarks/real_curves.py``'s, 2048)."""
+    for name in problems:
+        if name == "sgd":
+            write_table(n or 200, say=say)
+        elif name in real_curves.TRAINERS:
+            real_curves.write_table(name, n or 2048, say=say)
+        else:
+            raise SystemExit(f"--problems: {name!r} is not a tabulated trainer "
+                             f"(sgd, {', '.join(real_curves.TRAINERS)})")  # fmt: skip
 
 
 # -- methods -------------------------------------------------------------------------------------
