@@ -153,10 +153,7 @@ def sgd_params(u: np.ndarray) -> dict[str, Any]:
             choices = spec[1]
             out[name] = choices[min(len(choices) - 1, int(v * len(choices)))]
             continue
-        _, low, high, log = spec
-        z = math.exp(math.log(low) + v * (math.log(high) - math.log(low))) if log else (
-            low + v * (high - low))  # fmt: skip
-        out[name] = int(round(z)) if spec[0] == "int" else float(z)
+        out[name] = real_curves.from_unit(spec, v)
     return out
 
 

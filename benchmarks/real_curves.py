@@ -247,12 +247,17 @@ TRAINERS: dict[str, Trainer] = {
 def params_at(trainer: Trainer, u: np.ndarray) -> dict[str, Any]:
     """The trainer's parameters at ``u`` in the unit cube (one column each, log where the
     parameter is log-scaled, integers rounded)."""
-    out: dict[str, Any] = {}
-    for (name, (kind, low, high, log)), v in zip(trainer.space.items(), u, strict=True):
-        z = math.exp(math.log(low) + v * (math.log(high) - math.log(low))) if log else (
-            low + v * (high - low))  # fmt: skip
-        out[name] = int(round(z)) if kind == "int" else float(z)
-    return out
+    return {
+        name: from_unit(spec, v) for (name, spec), v in zip(trainer.space.items(), u, strict=True)
+    }
+
+
+def from_unit(spec: tuple[str, float, float, bool], v: float) -> int | float:
+    """A numeric parameter's value at ``v`` in [0, 1]: ``spec`` is (kind, low, high, log)."""
+    kind, low, high, log = spec
+    z = math.exp(math.log(low) + v * (math.log(high) - math.log(low))) if log else (
+        low + v * (high - low))  # fmt: skip
+    return int(round(z)) if kind == "int" else float(z)
 
 
 def table_path(name: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 import time
 from collections import deque
@@ -149,11 +150,7 @@ class AskPlan:
     def gap(self) -> float | None:
         """The driver's typical time per trial: the median of the recent ones, so that one
         slow write (the file's first commit, a busy disk for a moment) does not set the queue."""
-        if not self.gaps:
-            return None
-        ordered = sorted(self.gaps)
-        mid = len(ordered) // 2
-        return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+        return statistics.median(self.gaps) if self.gaps else None
 
     def resize(self) -> None:
         """Re-size an automatic lookahead from the latest measurements.
