@@ -7,7 +7,9 @@ and the method decides whether the run goes on. A run stops when the method stop
 diverges (it fails at that step) or at ``max_step`` (it is done). The budget is in steps
 (``BUDGETS``: full runs times ``max_step``); a run's record has, after every finished trial,
 the steps spent and the regret of the best trial that ran all ``max_step`` steps (by its
-observed final value, measured on the noise-free curve): only full runs are results.
+observed final value, measured on the noise-free curve): only full runs are results. Beside
+it, ``regret_last``: the regret (noise-free end) of the run whose last report was the best,
+stopped runs included: what a user who retrains the best configuration gets.
 
 Problems (``CURVE_PROBLEMS``), on the unit cube:
 
@@ -32,10 +34,13 @@ Problems (``CURVE_PROBLEMS``), on the unit cube:
 Methods (``CURVE_METHODS``): ``auto`` (abo's default, every run to the end), ``auto+asha``
 and ``auto+median`` (with abo's stopping rules), ``auto+fidelity`` (the same ASHA, and the
 epochs a fidelity the strategy chooses, with the reports as observations at their steps),
-``random+asha``, and Optuna's ``TPESampler`` with the ``HyperbandPruner`` (``tpe+hyperband``)
-and the ``SuccessiveHalvingPruner`` (``tpe+sh``), each at minimum resource 1 and reduction
-factor 3 like abo's ASHA; with ``syne-tune`` installed (optional), Syne Tune's ``ASHA``
-(``st-asha``) and ``BOHB`` (``st-bohb``; the installable Syne Tune 0.16 has no MOBSTER).
+``auto+hyperband`` and ``auto+curve`` (abo's Hyperband brackets and its learning-curve
+matching rule), ``random+asha``, ``random+hyperband``, ``random+curve``, and Optuna's
+``TPESampler`` with the ``HyperbandPruner`` (``tpe+hyperband``), the
+``SuccessiveHalvingPruner`` (``tpe+sh``) and the ``MedianPruner`` (``tpe+median``), each at
+minimum resource 1 and reduction factor 3 like abo's ASHA; with ``syne-tune`` installed
+(optional), Syne Tune's ``ASHA`` (``st-asha``) and ``BOHB`` (``st-bohb``; the installable Syne
+Tune 0.16 has no MOBSTER).
 
 Example:
     >>> record = simulate_curves("curves", "random+asha", k=2, budget=60, seed=0)
@@ -293,6 +298,8 @@ class OptunaCurves:
             made = optuna.pruners.HyperbandPruner(
                 min_resource=1, max_resource=problem.max_step, reduction_factor=3
             )
+        elif pruner == "median":
+            made = optuna.pruners.MedianPruner()
         else:
             made = optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
         sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
@@ -375,6 +382,13 @@ class SyneTuneCurves:
 
 
 ASHA = {"rule": "asha", "min_step": 1, "reduction_factor": 3}
+
+
+def _rule(name: str, problem: CurveProblem) -> dict[str, Any]:
+    """A rule with its defaults and the problem's last step (as a user who knows it sets)."""
+    return {"rule": name, "max_step": problem.max_step}
+
+
 METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "auto": lambda p, s, k: AboCurves(p, s, k),
     "auto+asha": lambda p, s, k: AboCurves(p, s, k, stopping={**ASHA, "max_step": p.max_step}),
@@ -385,13 +399,27 @@ METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "random+asha": lambda p, s, k: AboCurves(
         p, s, k, strategy="random", stopping={**ASHA, "max_step": p.max_step}
     ),
+    "auto+hyperband": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("hyperband", p)),
+    "auto+curve": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("curve", p)),
+    "random+hyperband": lambda p, s, k: AboCurves(
+        p, s, k, strategy="random", stopping=_rule("hyperband", p)
+    ),
+    "random+curve": lambda p, s, k: AboCurves(
+        p, s, k, strategy="random", stopping=_rule("curve", p)
+    ),
     "tpe+hyperband": lambda p, s, k: OptunaCurves(p, s, k, "hyperband"),
     "tpe+sh": lambda p, s, k: OptunaCurves(p, s, k, "sh"),
+    "tpe+median": lambda p, s, k: OptunaCurves(p, s, k, "median"),
     "st-asha": lambda p, s, k: SyneTuneCurves(p, s, k, "asha"),
     "st-bohb": lambda p, s, k: SyneTuneCurves(p, s, k, "bohb"),
 }
 OPTIONAL = ("st-asha", "st-bohb")  # need syne-tune installed (not a dependency of abo)
 CURVE_METHODS = tuple(m for m in METHODS if m not in OPTIONAL)
+
+
+def _regret(true: float, optimum: float) -> float | None:
+    regret = true - optimum
+    return float(f"{max(regret, 0.0):.6g}") if math.isfinite(regret) else None
 
 
 def simulate_curves(problem: str, method: str, k: int, budget: int, seed: int) -> dict[str, Any]:
@@ -407,8 +435,9 @@ def simulate_curves(problem: str, method: str, k: int, budget: int, seed: int) -
         events: list[tuple[float, int, Any]] = []  # (time, order, run)
         clock, committed, spent, order = 0.0, 0, 0, 0
         best_observed, best_true = math.inf, math.inf
-        out = {"steps": [], "times": [], "regret": [], "trials": 0, "full": 0, "stopped": 0,
-               "failed": 0, "ask_seconds": []}  # fmt: skip
+        best_last = (math.inf, math.inf)  # (last report, noise-free end) of the best by it
+        out = {"steps": [], "times": [], "regret": [], "regret_last": [], "trials": 0,
+               "full": 0, "stopped": 0, "failed": 0, "ask_seconds": []}  # fmt: skip
         while True:
             while len(events) < k and committed < budget:
                 t0 = time.perf_counter()
@@ -429,7 +458,7 @@ def simulate_curves(problem: str, method: str, k: int, budget: int, seed: int) -
             spent += 1
             t, curve = run["at"], run["curve"]
             seconds = t * run["step_time"]
-            ended = True
+            ended, last = True, None
             if t > len(curve):  # diverged before this step
                 opt.fail(run["handle"], seconds)
                 out["failed"] += 1
@@ -437,8 +466,10 @@ def simulate_curves(problem: str, method: str, k: int, budget: int, seed: int) -
             elif opt.report(run["handle"], t, curve[t - 1]):
                 out["stopped"] += 1
                 committed -= run["steps"] - t  # what it will not spend
+                last = curve[t - 1]
             elif t == run["steps"]:
                 opt.tell(run["handle"], curve[t - 1], seconds)
+                last = curve[t - 1]
                 if t == prob.max_step:
                     out["full"] += 1
                     if curve[t - 1] < best_observed:
@@ -447,12 +478,13 @@ def simulate_curves(problem: str, method: str, k: int, budget: int, seed: int) -
                 ended = False
                 heapq.heappush(events, (clock + run["step_time"], order, run))
                 order += 1
+            if last is not None and last < best_last[0]:
+                best_last = (last, prob.final(run["x"]))
             if ended:
                 out["steps"].append(spent)
                 out["times"].append(round(clock, 6))
-                regret = best_true - prob.optimum
-                out["regret"].append(float(f"{max(regret, 0.0):.6g}") if math.isfinite(regret)
-                                     else None)  # fmt: skip
+                out["regret"].append(_regret(best_true, prob.optimum))
+                out["regret_last"].append(_regret(best_last[1], prob.optimum))
     return {"method": method, "problem": problem, "k": k, "budget": budget, "seed": seed,
             **out, "wall_seconds": round(time.perf_counter() - started, 3)}  # fmt: skip
 

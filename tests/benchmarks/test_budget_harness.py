@@ -52,6 +52,19 @@ def test_curves_stop_diverge_and_only_full_runs_are_results() -> None:
     assert pruned["stopped"] > 0
 
 
+@pytest.mark.parametrize("method", ["random+hyperband", "random+curve", "tpe+median"])
+def test_the_new_rules_stop_some_runs_and_the_best_by_last_report_counts_stopped_runs(
+    method: str,
+) -> None:
+    run = curves.simulate_curves("curves", method, k=3, budget=300, seed=1)
+    assert run["stopped"] > 0 and run["full"] > 0
+    assert len(run["regret_last"]) == len(run["regret"]) == len(run["steps"])
+    first = [next(i for i, r in enumerate(run[key]) if r is not None)
+             for key in ("regret_last", "regret")]  # fmt: skip
+    assert first[0] <= first[1]  # a stopped run counts by its last report, a full one too
+    assert all(r is None or r >= 0 for r in run["regret_last"])
+
+
 def test_the_budget_report_marks_the_best_and_the_budget_to_reach_a_reference(
     tmp_path: Path,
 ) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import abo
 from abo import AboError, InvalidValueError, TrialState, TrialStateError
-from abo.core.stopping import ASHA, MedianRule, make_rule, parse_stopping
+from abo.core.stopping import ASHA, CurveRule, Hyperband, MedianRule, make_rule, parse_stopping
 from abo.core.trial import Report
 
 SPACE = {"x": abo.Float(0.0, 1.0)}
@@ -65,10 +65,111 @@ def test_the_median_rule_waits_for_enough_trials_and_the_warmup() -> None:
     assert "median 0.5 of 3 trials" in str(rule.decide(9, _reports(bad), sign=-1.0).reason)
 
 
+def test_hyperband_has_a_bracket_per_rung_below_the_last_step_and_one_that_never_stops() -> None:
+    rule = make_rule(parse_stopping({"rule": "hyperband", "max_step": 20}))
+    assert isinstance(rule, Hyperband) and rule.count == 4  # first rungs 1, 3, 9; and none
+    weights = rule.weights()
+    assert sum(weights) == pytest.approx(1.0) and weights == sorted(weights, reverse=True)
+    # Hyperband's proportions: B / (B - b) * eta ** (B - 1 - b) = 27, 12, 6, 4 (of 49)
+    assert weights == pytest.approx([27 / 49, 12 / 49, 6 / 49, 4 / 49])
+    dealt = [rule.bracket(i) for i in range(1, 201)]
+    for b, w in enumerate(weights):  # any stretch of consecutive ids is split in proportion
+        assert abs(dealt.count(b) - 200 * w) <= 3
+        assert abs(dealt[:40].count(b) - 40 * w) <= 2
+    assert parse_stopping("hyperband")["brackets"] == 3  # no max_step: three brackets
+
+
+def test_hyperband_ranks_a_trial_only_within_its_bracket_and_never_stops_the_last() -> None:
+    rule = Hyperband(max_step=20.0)
+    by = {b: [i for i in range(1, 60) if rule.bracket(i) == b] for b in range(rule.count)}
+    judged, *peers = by[0][:4]
+    # three peers of its bracket did better at rung 1: the fourth, at 0.9, stops
+    curves = {p: [0.1 * (n + 1)] for n, p in enumerate(peers)}
+    decision = rule.decide(judged, _reports({**curves, judged: [0.9]}), sign=-1.0)
+    assert decision.stop and "hyperband (bracket 1 of 4) at step 1" in str(decision.reason)
+    # the same values in other brackets are not its peers: alone in its bracket it goes on
+    others = {p: [0.1 * (n + 1)] for n, p in enumerate(by[1][:3])}
+    assert not rule.decide(judged, _reports({**others, judged: [0.9]}), sign=-1.0).stop
+    # bracket 2's first rung is step 3: at steps 1 and 2 nothing is judged there
+    second, *rest = by[1][:4]
+    early = {p: [0.1, 0.1, 0.1] for p in rest}
+    assert not rule.decide(second, _reports({**early, second: [0.9, 0.9]}), -1.0).stop
+    assert rule.decide(second, _reports({**early, second: [0.9, 0.9, 0.9]}), -1.0).stop
+    # the last bracket runs everything to the end, however bad
+    last, *mates = by[3][:4]
+    worst = {p: [0.1] * 19 for p in mates}
+    assert not rule.decide(last, _reports({**worst, last: [5.0] * 19}), sign=-1.0).stop
+
+
+def _crossing() -> dict[int, list[float]]:
+    """Finished curves of 6 steps: fast starters that end at 0.5, slow ones that end at 0.1,
+    and flat ones that stay at 1.0."""
+    fast = [0.6, 0.55, 0.52, 0.51, 0.5, 0.5]
+    slow = [2.0, 1.5, 1.0, 0.5, 0.2, 0.1]
+    flat = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    return {1: fast, 2: [v + 0.01 for v in fast], 3: slow, 4: [v + 0.02 for v in slow],
+            5: flat, 6: [v + 0.01 for v in flat]}  # fmt: skip
+
+
+def test_the_curve_rule_keeps_a_slow_starter_that_asha_would_stop() -> None:
+    rule = CurveRule(min_curves=4, neighbours=2)
+    starter = {**_crossing(), 9: [1.9, 1.45]}  # behind every fast run, but moving like the slow
+    assert not rule.decide(9, _reports(starter), sign=-1.0).stop
+    assert ASHA(1.0, 2).decide(9, _reports(starter), sign=-1.0).stop  # worst half at rung 2
+    # a flat curve is matched with the flat runs, which gained nothing: it cannot reach 0.1
+    stalled = {**_crossing(), 9: [1.0, 1.0]}
+    decision = rule.decide(9, _reports(stalled), sign=-1.0)
+    assert decision.stop
+    assert "the 2 most similar of 6 finished curves went on to end at best 1" in str(
+        decision.reason
+    ) and "short of the best end 0.1" in str(decision.reason)
+    # maximising: the same curves mirrored stop the same way
+    mirrored = {t: [-v for v in c] for t, c in stalled.items()}
+    assert rule.decide(9, _reports(mirrored), sign=1.0).stop
+
+
+def test_the_curve_rule_waits_for_finished_runs_and_never_judges_the_last_step() -> None:
+    curves = _crossing()
+    few = {t: c for t, c in curves.items() if t in (1, 2)} | {3: curves[3][:3], 9: [1.0, 1.0]}
+    assert not CurveRule(min_curves=3).decide(9, _reports(few), sign=-1.0).stop  # 2 finished
+    assert CurveRule(min_curves=2).decide(9, _reports(few), sign=-1.0).stop
+    ended = {**curves, 9: [1.0] * 6}  # at the last step: done, not stopped
+    assert not CurveRule().decide(9, _reports(ended), sign=-1.0).stop
+    # max_step set: runs that reached it count as finished, however long they ran
+    assert (
+        not CurveRule(min_curves=4, max_step=8.0)
+        .decide(9, _reports({**curves, 9: [1.0, 1.0]}), sign=-1.0)
+        .stop
+    )  # no run reached step 8
+    assert not CurveRule(warmup_steps=3.0).decide(9, _reports(stalled_at(2)), -1.0).stop
+
+
+def stalled_at(step: int) -> dict[int, list[float]]:
+    """The crossing curves and a flat trial 9 at 1.0 up to ``step``."""
+    return {**_crossing(), 9: [1.0] * step}
+
+
+def test_a_study_with_the_curve_rule_stops_a_stalled_run_and_says_why() -> None:
+    study = abo.create_study(
+        SPACE, strategy="random", seed=4, stopping={"rule": "curve", "min_curves": 2}
+    )
+    trials = study.ask_batch(3)
+    for trial, curve in zip(trials[:2], ([0.9, 0.5, 0.2], [0.8, 0.4, 0.3]), strict=True):
+        for step, value in enumerate(curve, 1):
+            assert study.report(trial.id, step, value) is False
+        study.tell(trial.id, curve[-1])
+    assert study.report(trials[2].id, 1, 0.85) is False  # the first run gained 0.7 from 0.9
+    assert study.report(trials[2].id, 2, 0.85) is True  # at best 0.85 - 0.3 from here
+    stopped = study.trial(trials[2].id)
+    assert stopped.state is TrialState.STOPPED and "stopped by curve at step 2" in str(
+        stopped.reason
+    )
+
+
 @pytest.mark.parametrize(
     ("option", "field"),
     [
-        ("hyperband", "stopping.rule"),
+        ("bohb", "stopping.rule"),
         ({"rule": "asha", "eta": 3}, "stopping.eta"),
         ({"rule": "asha", "reduction_factor": 1}, "stopping.reduction_factor"),
         ({"rule": "asha", "reduction_factor": 2.5}, "stopping.reduction_factor"),
@@ -77,6 +178,13 @@ def test_the_median_rule_waits_for_enough_trials_and_the_warmup() -> None:
         ({"rule": "asha", "min_step": 4, "max_step": 2}, "stopping.max_step"),
         ({"rule": "median", "min_trials": 0}, "stopping.min_trials"),
         ({"rule": "median", "warmup_steps": -1}, "stopping.warmup_steps"),
+        ({"rule": "hyperband", "brackets": 0}, "stopping.brackets"),
+        ({"rule": "hyperband", "min_step": 3, "max_step": 3}, "stopping.max_step"),
+        ({"rule": "hyperband", "warmup_steps": 1}, "stopping.warmup_steps"),
+        ({"rule": "curve", "neighbours": 0}, "stopping.neighbours"),
+        ({"rule": "curve", "min_curves": 1.5}, "stopping.min_curves"),
+        ({"rule": "curve", "max_step": -2}, "stopping.max_step"),
+        ({"rule": "curve", "warmup_steps": math.inf}, "stopping.warmup_steps"),
         (3, "stopping"),
     ],
 )
