@@ -35,8 +35,8 @@ Methods (``CURVE_METHODS``): ``auto`` (abo's default, every run to the end), ``a
 and ``auto+median`` (with abo's stopping rules), ``auto+fidelity`` (the same ASHA, and the
 epochs a fidelity the strategy chooses, with the reports as observations at their steps),
 ``auto+hyperband`` and ``auto+curve`` (abo's Hyperband brackets and its learning-curve
-matching rule), ``random+asha``, ``random+hyperband``, ``random+curve``, and Optuna's
-``TPESampler`` with the ``HyperbandPruner`` (``tpe+hyperband``), the
+matching rule), ``random+asha``, ``random+hyperband``, ``random+pasha``, ``random+curve``, and
+Optuna's ``TPESampler`` with the ``HyperbandPruner`` (``tpe+hyperband``), the
 ``SuccessiveHalvingPruner`` (``tpe+sh``) and the ``MedianPruner`` (``tpe+median``), each at
 minimum resource 1 and reduction factor 3 like abo's ASHA; with ``syne-tune`` installed
 (optional), Syne Tune's ``ASHA`` (``st-asha``) and ``BOHB`` (``st-bohb``; the installable Syne
@@ -403,6 +403,9 @@ METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "auto+curve": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("curve", p)),
     "random+hyperband": lambda p, s, k: AboCurves(
         p, s, k, strategy="random", stopping=_rule("hyperband", p)
+    ),
+    "random+pasha": lambda p, s, k: AboCurves(
+        p, s, k, strategy="random", stopping=_rule("pasha", p)
     ),
     "random+curve": lambda p, s, k: AboCurves(
         p, s, k, strategy="random", stopping=_rule("curve", p)

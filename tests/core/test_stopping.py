@@ -9,7 +9,16 @@ import pytest
 
 import abo
 from abo import AboError, InvalidValueError, TrialState, TrialStateError
-from abo.core.stopping import ASHA, CurveRule, Hyperband, MedianRule, make_rule, parse_stopping
+from abo.core.stopping import (
+    ASHA,
+    PASHA,
+    CurveRule,
+    Decision,
+    Hyperband,
+    MedianRule,
+    make_rule,
+    parse_stopping,
+)
 from abo.core.trial import Report
 
 SPACE = {"x": abo.Float(0.0, 1.0)}
@@ -101,6 +110,23 @@ def test_hyperband_ranks_a_trial_only_within_its_bracket_and_never_stops_the_las
     assert not rule.decide(last, _reports({**worst, last: [5.0] * 19}), sign=-1.0).stop
 
 
+def test_pasha_stops_at_the_top_rung_until_rankings_there_disagree() -> None:
+    rule = PASHA(max_step=20.0)
+    assert rule.levels(math.inf) == [1.0, 3.0, 9.0, 20.0]
+    agree = {1: [0.2, 0.2, 0.1], 2: [0.5, 0.5, 0.4]}  # at steps 1 and 3 trial 1 is ahead
+    assert rule.top(_reports(agree), sign=-1.0) == 3.0
+    decision = rule.decide(2, _reports(agree), sign=-1.0)
+    assert decision.stop and "the current top rung 3" in str(decision.reason)
+    assert not rule.decide(2, _reports({1: agree[1], 2: [0.5, 0.5]}), sign=-1.0).stop
+    cross = {1: [0.2, 0.2, 0.3], 2: [0.5, 0.5, 0.1]}  # the slow starter ends ahead at step 3
+    assert rule.top(_reports(cross), sign=-1.0) == 9.0
+    assert not rule.decide(2, _reports(cross), sign=-1.0).stop  # the top grew: it goes on
+    # values closer than epsilon are tied: no disagreement, the top stays
+    assert PASHA(max_step=20.0, epsilon=0.5).top(_reports(cross), sign=-1.0) == 3.0
+    # at max_step, the last level, runs are done rather than stopped
+    assert PASHA(max_step=3.0).decide(2, _reports(agree), sign=-1.0) == Decision(False)
+
+
 def _crossing() -> dict[int, list[float]]:
     """Finished curves of 6 steps: fast starters that end at 0.5, slow ones that end at 0.1,
     and flat ones that stay at 1.0."""
@@ -181,6 +207,7 @@ def test_a_study_with_the_curve_rule_stops_a_stalled_run_and_says_why() -> None:
         ({"rule": "hyperband", "brackets": 0}, "stopping.brackets"),
         ({"rule": "hyperband", "min_step": 3, "max_step": 3}, "stopping.max_step"),
         ({"rule": "hyperband", "warmup_steps": 1}, "stopping.warmup_steps"),
+        ({"rule": "pasha", "epsilon": -0.1}, "stopping.epsilon"),
         ({"rule": "curve", "neighbours": 0}, "stopping.neighbours"),
         ({"rule": "curve", "min_curves": 1.5}, "stopping.min_curves"),
         ({"rule": "curve", "max_step": -2}, "stopping.max_step"),

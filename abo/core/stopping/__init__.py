@@ -10,6 +10,8 @@ deterministic given the order in which reports arrive.
 * ``"asha"``: asynchronous successive halving (``rungs.ASHA``).
 * ``"hyperband"``: asynchronous Hyperband, ASHA in brackets of different first rungs, one of
   which never stops (``rungs.Hyperband``).
+* ``"pasha"``: progressive ASHA, whose largest step grows only while the rankings at the top
+  two rungs disagree (``rungs.PASHA``).
 * ``"median"``: the median stopping rule (``median.MedianRule``).
 * ``"curve"``: learning-curve matching, stopping a run whose likely end cannot beat the best
   end so far (``extrapolation.CurveRule``).
@@ -33,7 +35,7 @@ from abo.core.exceptions import AboError
 from abo.core.stopping.base import FIELD, Decision, StoppingRule
 from abo.core.stopping.extrapolation import CurveRule
 from abo.core.stopping.median import MedianRule
-from abo.core.stopping.rungs import ASHA, Hyperband
+from abo.core.stopping.rungs import ASHA, PASHA, Hyperband
 
 __all__ = [
     "ASHA",
@@ -43,13 +45,14 @@ __all__ = [
     "Decision",
     "Hyperband",
     "MedianRule",
+    "PASHA",
     "StoppingRule",
     "make_rule",
     "parse_stopping",
 ]
 
-RULES: dict[str, Any] = {"asha": ASHA, "hyperband": Hyperband, "median": MedianRule,
-                         "curve": CurveRule}  # fmt: skip
+RULES: dict[str, Any] = {"asha": ASHA, "hyperband": Hyperband, "pasha": PASHA,
+                         "median": MedianRule, "curve": CurveRule}  # fmt: skip
 
 
 def parse_stopping(value: Any) -> dict[str, Any] | None:

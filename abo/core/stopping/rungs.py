@@ -150,3 +150,74 @@ class Hyperband:
         rungs = _rungs(first, self.reduction_factor, reports[trial_id][-1].step, self.max_step)
         label = f"hyperband (bracket {b + 1} of {self.count})"
         return _halve(trial_id, peers, sign, rungs, label, self.reduction_factor)
+
+
+@dataclass(frozen=True)
+class PASHA:
+    """Progressive ASHA (Bohdal et al., 2023), as a stopping rule: ASHA whose largest step
+    grows only when needed. Runs stop on reaching the current top rung, which starts at the
+    second rung and moves one rung up (towards ``max_step``) each time the trials that reached
+    it rank differently there than one rung below (values closer than ``epsilon`` count as
+    tied). Runs stopped at a top rung that later grew are not resumed: PASHA suits studies
+    that retrain the best configuration afterwards, which it finds by its last report."""
+
+    min_step: float = 1.0
+    reduction_factor: int = 3
+    max_step: float | None = None
+    epsilon: float = 0.0
+    rule: str = "pasha"
+
+    @classmethod
+    def parse(cls, settings: dict[str, Any]) -> PASHA:
+        """The rule from its settings, each checked (``AboError`` naming the one that is wrong)."""
+        asha = ASHA.parse({k: v for k, v in settings.items() if k != "epsilon"})
+        tied = number(settings.get("epsilon", 0.0), "epsilon", 0.0)
+        return cls(asha.min_step, asha.reduction_factor, asha.max_step, tied)
+
+    def levels(self, up_to: float) -> list[float]:
+        """The rungs (and ``max_step``, the last level, when set) at or below ``up_to``."""
+        rungs = _rungs(self.min_step, self.reduction_factor, up_to, self.max_step)
+        if self.max_step is not None and self.max_step <= up_to:
+            rungs.append(self.max_step)
+        return rungs
+
+    def _agree(self, reports: Reports, low: float, high: float, sign: float) -> bool:
+        pairs = []
+        for theirs in reports.values():
+            a, b = value_at(theirs, low), value_at(theirs, high)
+            if a is not None and b is not None:
+                pairs.append((sign * a, sign * b))
+        for i, (a1, b1) in enumerate(pairs):
+            for a2, b2 in pairs[i + 1 :]:
+                if abs(a1 - a2) > self.epsilon and abs(b1 - b2) > self.epsilon:
+                    if (a1 > a2) != (b1 > b2):
+                        return False
+        return True
+
+    def top(self, reports: Reports, sign: float) -> float:
+        """The current top rung: the second, moved up while the rankings there disagree."""
+        furthest = max(theirs[-1].step for theirs in reports.values() if theirs)
+        reach = max(furthest, self.min_step) * self.reduction_factor**2  # a level past any run
+        levels = self.levels(math.inf if self.max_step is not None else reach)
+        k = 1
+        while k + 1 < len(levels) and not self._agree(reports, levels[k - 1], levels[k], sign):
+            k += 1
+        return levels[min(k, len(levels) - 1)]
+
+    def decide(self, trial_id: int, reports: Reports, sign: float) -> Decision:
+        mine = reports[trial_id]
+        step, before = mine[-1].step, mine[-2].step if len(mine) > 1 else -math.inf
+        top = self.top(reports, sign)
+        below = [r for r in self.rungs_below(top) if r <= step]
+        decision = _halve(trial_id, reports, sign, below, "pasha", self.reduction_factor)
+        if decision.stop or step < top or before >= top or top == self.max_step:
+            return decision
+        return Decision(
+            True,
+            f"stopped by pasha at step {step_text(step)}: the current top rung "
+            f"{step_text(top)} (trials rank there as one rung below)",
+        )
+
+    def rungs_below(self, top: float) -> list[float]:
+        """The rungs at which ASHA judges, below the current top rung."""
+        return [r for r in _rungs(self.min_step, self.reduction_factor, top, None) if r < top]
