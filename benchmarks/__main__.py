@@ -102,8 +102,13 @@ def _grid(args: argparse.Namespace) -> int:
         return 0
     if args.action == "report":
         x_key, xlabel, title, reference = GRIDS[args.command]
-        print(budget_report.write(module.read(args.results), x_key, xlabel, args.out, title,
-                                  reference=reference))  # fmt: skip
+        runs = module.read(args.results)
+        print(budget_report.write(runs, x_key, xlabel, args.out, title, reference=reference))
+        if runs and all("regret_last" in r for r in runs):  # curves: stopped runs count too
+            by_last = [{**r, "regret": r["regret_last"]} for r in runs]
+            title = title.replace("of full runs", "of the best run by its last report")
+            print(budget_report.write(by_last, x_key, xlabel, f"{args.out}/by-last-report",
+                                      title, reference=reference))  # fmt: skip
         if hasattr(module, "score_table"):
             print(module.score_table(module.read(args.results)))
         return 0
