@@ -4,6 +4,7 @@ be resumed (runs already in it are skipped) and files merged by concatenation.""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -19,11 +20,14 @@ def key(run: dict[str, Any]) -> Cell:
 
 
 def read(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """Every run in the JSON-lines files ``paths`` (later duplicates of a key dropped)."""
+    """Every run in the JSON-lines files ``paths``, gzipped when they end in ``.gz`` (later
+    duplicates of a key dropped)."""
     runs: dict[Cell, dict[str, Any]] = {}
     for path in paths:
         if Path(path).exists():
-            for line in Path(path).read_text().splitlines():
+            raw = Path(path).read_bytes()
+            text = (gzip.decompress(raw) if str(path).endswith(".gz") else raw).decode()
+            for line in text.splitlines():
                 if line.strip():
                     record = json.loads(line)
                     runs.setdefault(key(record), record)

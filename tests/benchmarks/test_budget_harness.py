@@ -79,3 +79,18 @@ def test_the_budget_report_marks_the_best_and_the_budget_to_reach_a_reference(
     fast = next(line for line in text.splitlines() if line.startswith("| fast"))
     assert "**" in fast and fast.rstrip(" |").endswith("0.50")  # 0.1 reached at 20 of 40
     assert (tmp_path / "p-k4.png").stat().st_size > 0
+
+
+def test_budget_runs_are_read_from_plain_and_gzipped_files_alike(tmp_path) -> None:
+    import gzip
+    import json
+
+    from benchmarks import budget_runs
+
+    record = {"method": "auto", "problem": "sgd", "k": 4, "budget": 80, "seed": 3,
+              "steps": [20], "regret": [0.5]}  # fmt: skip
+    plain, packed = tmp_path / "runs.jsonl", tmp_path / "more.jsonl.gz"
+    plain.write_text(json.dumps(record) + "\n")
+    packed.write_bytes(gzip.compress((json.dumps({**record, "seed": 4}) + "\n").encode()))
+    runs = budget_runs.read([plain, packed])
+    assert sorted(r["seed"] for r in runs) == [3, 4]
