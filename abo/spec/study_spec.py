@@ -164,9 +164,9 @@ class StudySpec:
         default=None,
         metadata=_doc(
             "Which running trials to end early from the values they report: 'none' (the "
-            "default: every trial runs to its end), 'asha', 'hyperband', 'median' or 'curve' "
-            "(learning-curve matching), or a dict such as {'rule': 'asha', 'min_step': 1, "
-            "'reduction_factor': 3, 'max_step': 81} (abo.core.stopping)."
+            "default: every trial runs to its end), 'asha', 'hyperband', 'pasha', 'median', "
+            "'curve', or a dict such as {'rule': 'asha', 'min_step': 1, 'max_step': 81} "
+            "(abo.core.stopping)."
         ),
     )
 

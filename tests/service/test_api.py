@@ -607,6 +607,15 @@ def test_reports_answer_stop_or_continue_and_bad_ones_change_nothing(
         "/studies", json={"name": study_name + "-x", "space": SPACE.to_json(), "stopping": "hb"}
     )
     assert bad_rule.status_code == 422 and bad_rule.json()["error"]["field"] == "stopping.rule"
+    curve = make_study(api, study_name + "-c", stopping="curve")["spec"]["stopping"]
+    assert curve == {"rule": "curve", "min_curves": 4, "neighbours": 5, "warmup_steps": 0.0,
+                     "max_step": None}  # fmt: skip
+    bands = {"rule": "hyperband", "max_step": 27, "brackets": 0}
+    bad_setting = api.post(
+        "/studies", json={"name": study_name + "-h", "space": SPACE.to_json(), "stopping": bands}
+    )
+    assert bad_setting.status_code == 422
+    assert bad_setting.json()["error"]["field"] == "stopping.brackets"
 
 
 def test_a_study_with_a_fidelity_over_http_counts_only_target_results(
