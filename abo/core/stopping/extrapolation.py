@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +16,16 @@ from abo.core.stopping.base import (
     step_text,
     value_at,
 )
+from abo.core.trial import Report
 
 WINDOW = 3  # a curve's last reports that say where it is and how fast it moves
+
+
+def _reached(reports: Sequence[Report], step: float) -> float:
+    """The value of a curve that went past ``step`` on reaching it."""
+    value = value_at(reports, step)
+    assert value is not None, "only finished curves are read, and they reached every step"
+    return value
 
 
 @dataclass(frozen=True)
@@ -61,8 +70,8 @@ class CurveRule:
         ends: list[float] = []
         for t in sorted(finished):
             theirs = reports[t]
-            at = [sign * float(value_at(theirs, s) or 0.0) for s in window]
-            last = sign * float(value_at(theirs, end) or 0.0)
+            at = [sign * _reached(theirs, s) for s in window]  # a finished curve reached all
+            last = sign * _reached(theirs, end)
             ends.append(last)
             distance = sum((a - b) ** 2 for a, b in zip(at, own, strict=True))
             matches.append((distance, t, last - at[-1]))
