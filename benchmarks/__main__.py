@@ -110,7 +110,7 @@ def _grid(args: argparse.Namespace) -> int:
             print(budget_report.write(by_last, x_key, xlabel, f"{args.out}/by-last-report",
                                       title, reference=reference))  # fmt: skip
         if hasattr(module, "score_table"):
-            print(module.score_table(module.read(args.results)))
+            print(module.score_table(runs))
         return 0
     module.run(module.cells(args.methods, args.problems, args.k, args.seeds), args.out,
                args.processes, say=_log)  # fmt: skip

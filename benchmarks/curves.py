@@ -381,24 +381,18 @@ class SyneTuneCurves:
         self.scheduler.on_trial_error(handle)
 
 
-ASHA = {"rule": "asha", "min_step": 1, "reduction_factor": 3}
-
-
 def _rule(name: str, problem: CurveProblem) -> dict[str, Any]:
-    """A rule with its defaults and the problem's last step (as a user who knows it sets)."""
+    """A rule with its defaults (ASHA's: first rung 1, reduction factor 3) and the problem's
+    last step, as a user who knows it sets."""
     return {"rule": name, "max_step": problem.max_step}
 
 
 METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "auto": lambda p, s, k: AboCurves(p, s, k),
-    "auto+asha": lambda p, s, k: AboCurves(p, s, k, stopping={**ASHA, "max_step": p.max_step}),
+    "auto+asha": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("asha", p)),
     "auto+median": lambda p, s, k: AboCurves(p, s, k, stopping="median"),
-    "auto+fidelity": lambda p, s, k: AboCurves(
-        p, s, k, stopping={**ASHA, "max_step": p.max_step}, fidelity=True
-    ),
-    "random+asha": lambda p, s, k: AboCurves(
-        p, s, k, strategy="random", stopping={**ASHA, "max_step": p.max_step}
-    ),
+    "auto+fidelity": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("asha", p), fidelity=True),
+    "random+asha": lambda p, s, k: AboCurves(p, s, k, strategy="random", stopping=_rule("asha", p)),
     "auto+hyperband": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("hyperband", p)),
     "auto+curve": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("curve", p)),
     "random+hyperband": lambda p, s, k: AboCurves(
