@@ -80,7 +80,13 @@ from abo.acquisitions.multifidelity import MultiFidelityStrategy
 from abo.acquisitions.qlognehvi import QLogNEHVIStrategy
 from abo.acquisitions.qlognei import QLogNEIStrategy
 from abo.acquisitions.thompson import ThompsonStrategy
-from abo.acquisitions.trust_region import region, region_info
+from abo.acquisitions.trust_region import (
+    held,
+    holds_subset,
+    propose_inside,
+    region,
+    region_info,
+)
 
 EXACT_BELOW = 0.5 * math.exp(-4.0 - 1.0**2)
 """Learned noise variance (standardised scale) under which ``believer`` proposes: half the mode
@@ -201,17 +207,28 @@ class AutoStrategy:
             return False
         return self.trust_region == "always" or ctx.dim - len(ctx.free_columns) >= WIDE
 
+    def long(self, ctx: ProposalContext) -> bool:
+        """Whether the member proposes inside a trust region with a GP of the region's own: a
+        long campaign (the study's GP holds a subset), of one objective without constraints."""
+        if self.trust_region == "never" or ctx.Y.shape[-1] > 1 or ctx.fidelity is not None:
+            return False
+        if ctx.feasibility is not None or ctx.inequality_constraints:
+            return False
+        return holds_subset(ctx)
+
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         if ctx.fidelity is not None:  # one member chooses fidelities: it proposes at any pace
             inner = self.multifidelity.propose(ctx, n)
             infos = [{**info, "strategy": self.name, "arm": "multifidelity"} for info in inner.info]
             return Proposal(inner.X, infos)
-        local: dict[str, Any] = {}
-        if self.wide(ctx):  # a wide space: the member searches the trust region
-            box, state = region(ctx)
-            ctx = replace(ctx, bounds=box)
-            local = region_info(box, state)
-        proposal = self._propose(ctx, n)
+        wide, long = self.wide(ctx), self.long(ctx)
+        if not (wide or long):
+            return self._propose(ctx, n)
+        # the member searches the trust region: from the design on in a wide space, from the
+        # first subset on in a long campaign (``region(ctx, start)``), there with its own GP
+        box, state = region(ctx, 0 if wide else held(ctx))
+        proposal, model = propose_inside(self._propose, ctx, n, box, long)
+        local = {**region_info(box, state), **model}
         return Proposal(proposal.X, [{**info, **local} for info in proposal.info])
 
     def _propose(self, ctx: ProposalContext, n: int) -> Proposal:

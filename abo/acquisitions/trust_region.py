@@ -27,7 +27,7 @@ times it restarted, and which member proposed (``arm``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,6 +35,15 @@ import torch
 from torch import Tensor
 
 from abo.acquisitions.base import REGISTRY, Proposal, ProposalContext, register_strategy
+from abo.model.local import (
+    REFIT_EVERY,
+    fit_local,
+    from_box,
+    local_rows,
+    min_points,
+    noise_of,
+    to_box,
+)
 
 LENGTH_INIT = 0.8
 """The region's side at the start and after a restart (TuRBO's, in the unit cube)."""
@@ -46,6 +55,8 @@ SUCCESSES = 3
 """Improvements (without a shrink between) that double the side."""
 MIN_FAILURES = 4
 """Failures in a row that halve the side, at least (TuRBO: ``max(4, d)``)."""
+LOCAL_MODES = ("auto", "always", "never")
+"""``local=``: when the region's own GP proposes (see ``TrustRegionStrategy``)."""
 IMPROVEMENT = 1e-3
 """A result is a success when it beats the incumbent by more than this share of it."""
 
@@ -152,6 +163,86 @@ def region(ctx: ProposalContext, start: int = 0) -> tuple[Tensor, RegionState]:
     return box.to(ctx.bounds), state
 
 
+def held(ctx: ProposalContext) -> int:
+    """How many observations the study's GP holds (fewer than the study's above
+    ``max_exact``; all of them without a GP that says)."""
+    train = getattr(ctx.model, "train_inputs", None)
+    if not isinstance(train, tuple) or not train or not isinstance(train[0], Tensor):
+        return ctx.X.shape[0]
+    return int(train[0].shape[-2])
+
+
+def holds_subset(ctx: ProposalContext) -> bool:
+    """Whether the study's GP holds fewer observations than the study (above ``max_exact``):
+    a long campaign, where a region's own GP resolves more (``abo.model.local``)."""
+    return held(ctx) < ctx.X.shape[0]
+
+
+def last_hypers(history: Sequence[Mapping[str, Any]]) -> dict[str, list[float]] | None:
+    """The hyperparameters of the region's GP recorded last (``region_hypers``), if any."""
+    for record in reversed(history):
+        if "region_hypers" in record:
+            return dict(record["region_hypers"])
+    return None
+
+
+def zoomed(ctx: ProposalContext, box: Tensor) -> tuple[ProposalContext, dict[str, Any]] | None:
+    """``ctx`` seen from inside ``box``: its coordinates (the box's sides onto ``[0, 1]``),
+    and a GP of the box's own on the observations there nearest its centre, with what the
+    records keep of it; ``None`` where that does not apply (too few observations inside,
+    outcome or parameter constraints, several objectives, a fidelity, a failed fit).
+    Proposals come back through ``from_box``. The GP refits on every ``REFIT_EVERY``-th
+    proposal, else it keeps the hyperparameters recorded last (``abo.model.local``)."""
+    if ctx.feasibility is not None or ctx.inequality_constraints or ctx.fidelity is not None:
+        return None
+    if ctx.Y.shape[-1] > 1:
+        return None
+    rows = local_rows(ctx.X, box, center_of(ctx))
+    if rows.numel() < min_points(ctx.dim):
+        return None
+    X, Y = to_box(ctx.X[rows], box), ctx.Y[rows]
+    last = last_hypers(ctx.history)
+    refit = last is None or ctx.n_trials % REFIT_EVERY == 0
+    fitted = fit_local(X, Y, noise_of(ctx.model), box[1] - box[0], last, refit)
+    if fitted is None:
+        return None
+    model, hypers = fitted
+    nearby = ctx.neighbours
+
+    def round_(Z: Tensor) -> Tensor:
+        return to_box(ctx.round(from_box(Z, box)), box)
+
+    def neighbours(Z: Tensor) -> Tensor:
+        assert nearby is not None
+        return to_box(nearby(from_box(Z, box)), box)
+
+    inner = replace(
+        ctx, model=model, X=X, Y=Y, X_pending=to_box(ctx.X_pending, box),
+        bounds=torch.stack([torch.zeros_like(box[0]), torch.ones_like(box[0])]),
+        round=round_, neighbours=None if nearby is None else neighbours,
+    )  # fmt: skip
+    info = {"region_model": "local", "region_points": X.shape[0], "region_refit": refit}
+    return inner, {**info, "region_hypers": hypers}
+
+
+def propose_inside(
+    propose: Callable[[ProposalContext, int], Proposal],
+    ctx: ProposalContext,
+    n: int,
+    box: Tensor,
+    local: bool,
+) -> tuple[Proposal, dict[str, Any]]:
+    """``propose``'s ``n`` points inside ``box``: with the box's own GP when ``local`` and
+    ``zoomed`` applies, else with the study's; and what the records say about the model."""
+    inside = zoomed(ctx, box) if local else None
+    if inside is None:
+        return propose(replace(ctx, bounds=box), n), {}
+    inner, info = inside
+    proposal = propose(inner, n)
+    X = from_box(proposal.X.to(box), box).to(ctx.X)  # rounded there: valid here
+    return Proposal(X, proposal.info), info
+
+
 def region_info(box: Tensor, state: RegionState) -> dict[str, Any]:
     """What a proposal made inside the region records about it."""
     return {
@@ -176,6 +267,9 @@ class TrustRegionStrategy:
         start: observations before which the inner strategy searches the whole cube; the
             region's replay begins there (``0``: after the initial design).
         raw_samples, num_restarts: the inner strategy's search budget (``None``: its own).
+        local: when the inner strategy sees a GP of the region's own (``abo.model.local``)
+            instead of the study's: ``"auto"`` once the study's GP holds a subset of the
+            observations (above ``max_exact``), ``"always"``, or ``"never"``.
     """
 
     name = "trust_region"
@@ -187,7 +281,11 @@ class TrustRegionStrategy:
         start: int = 0,
         raw_samples: int | None = None,
         num_restarts: int | None = None,
+        local: str = "auto",
     ) -> None:
+        if local not in LOCAL_MODES:
+            raise ValueError(f"local: expected one of {LOCAL_MODES}, got {local!r}")
+        self.local = local
         if inner == self.name:
             raise ValueError("inner: a trust region cannot hold another trust region")
         if inner not in REGISTRY:  # the built-ins are registered: this one is among them
@@ -215,9 +313,12 @@ class TrustRegionStrategy:
             ]
             return Proposal(inner.X, infos)
         box, state = self.region(ctx)
-        inner = self.inner.propose(replace(ctx, bounds=box), n)
+        local = self.local == "always" or (self.local == "auto" and holds_subset(ctx))
+        inner, model = propose_inside(self.inner.propose, ctx, n, box, local)
         infos = []
         for info in inner.info:
             arm = info.get("arm", info.get("strategy", self.inner.name))
-            infos.append({**info, "strategy": self.name, "arm": arm, **region_info(box, state)})
+            infos.append(
+                {**info, "strategy": self.name, "arm": arm, **region_info(box, state), **model}
+            )
         return Proposal(inner.X, infos)

@@ -65,6 +65,8 @@ from abo.model.options import (  # observations above which the GP sees a subset
 )
 from abo.model.prior_mean import PriorMean as PriorMean  # a warm start's prior mean
 
+LENGTHSCALE_FLOOR = 2.5e-2
+"""The objective GP's shortest lengthscale, in the units of its inputs' cube (a fortieth)."""
 CLASSIFIER_LENGTHSCALE_FLOOR = 0.1
 """The failure classifier's shortest lengthscale (the unit cube): a failure region is a
 region. Labels that flip across a cliff would otherwise pull the lengthscale to the floor of
@@ -118,7 +120,7 @@ def _build(
     d = X.shape[-1]
     mean = {} if prior is None else {"mean_module": prior.mean_module()}
     ls_prior = _lengthscale_prior(d, fidelity, X.device)
-    floor = CLASSIFIER_LENGTHSCALE_FLOOR if noise == "classifier" else 2.5e-2
+    floor = CLASSIFIER_LENGTHSCALE_FLOOR if noise == "classifier" else LENGTHSCALE_FLOOR
     mode = ls_prior.mode
     matern = MaternKernel(
         nu=2.5,

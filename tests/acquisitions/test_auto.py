@@ -208,3 +208,34 @@ def test_in_a_wide_space_the_member_proposes_inside_the_trust_region() -> None:
     assert AutoStrategy(trust_region="always").wide(_wide_ctx(3))
     with pytest.raises(ValueError, match="trust_region"):
         AutoStrategy(trust_region="sometimes")
+
+
+def _long_study(**options) -> list[abo.Trial]:
+    """30 results of a quadratic in a study whose GP holds at most 12 (``max_exact``)."""
+    space = abo.Space({"x": abo.Float(0.0, 1.0), "y": abo.Float(0.0, 1.0)})
+    study = abo.create_study(
+        space, seed=5, noise="deterministic", max_exact=12, n_initial=6,
+        strategy_options={"raw_samples": 64, "num_restarts": 2, **options},
+    )  # fmt: skip
+    for _ in range(30):
+        trial = study.ask(n_workers=8)
+        study.tell(trial.id, (trial.params["x"] - 0.3) ** 2 + (trial.params["y"] - 0.6) ** 2)
+    return study.trials
+
+
+def test_a_long_campaign_proposes_in_a_region_with_a_gp_of_its_own() -> None:
+    trials = _long_study()
+    details = [t.proposal.details for t in trials if t.proposal.strategy == "auto"]
+    # the GP holds all 12 first: the whole cube; then a subset: the region's own GP
+    held = [d for d in details if "region_model" in d]
+    assert details[0].get("region_model") is None and len(held) >= 10
+    assert all(d["region_model"] == "local" and d["region_points"] >= 8 for d in held)
+    assert {d["region_length"] for d in held} <= {0.8 / 2**k for k in range(8)} | {1.6}
+    # a fit on the first and every 25th proposal; between, the recorded hyperparameters
+    refits = [k for k, t in enumerate(trials) if t.proposal.details.get("region_refit")]
+    first = min(k for k, t in enumerate(trials) if "region_model" in t.proposal.details)
+    assert refits == [first, 25]
+    assert len(refits) < len(held)
+    assert [t.params for t in _long_study()] == [t.params for t in trials]  # reproducible
+    never = _long_study(trust_region="never")
+    assert all("region_model" not in t.proposal.details for t in never)

@@ -15,6 +15,7 @@ from abo.acquisitions.trust_region import (
     failure_tolerance,
     region_bounds,
     replay,
+    zoomed,
 )
 from abo.model.surrogate import fit_gp
 from abo.propose.proposer import free_columns
@@ -175,3 +176,57 @@ def test_a_bad_region_option_is_refused_when_the_study_is_created(tmp_path) -> N
             )
         assert info.value.field == "strategy_options"
     assert abo.create_study(space, storage=storage, name="s").trials == []  # nothing was stored
+
+
+def _long_campaign(n: int = 60, held: int = 30) -> tuple:
+    """A context whose GP holds ``held`` of its ``n`` observations, as above ``max_exact``."""
+    X, _ = _quadratic(held, d=3)
+    near = 0.3 + 0.05 * torch.randn(n - held, 3, generator=torch.Generator().manual_seed(0))
+    X = torch.cat([X, near.double().clamp(0, 1)])  # the campaign closing in on the optimum
+    Y = -(X - 0.3).pow(2).sum(-1, keepdim=True)
+    model = fit_gp(X[:held], Y[:held], noise="deterministic").model
+    ctx = make_ctx(model, X, Y, busy=X[Y[:, 0].argmax()].unsqueeze(0) + 0.01)
+    return type(ctx)(**{**ctx.__dict__, "n_initial": n}), X, Y  # the region at its first side
+
+
+def test_in_a_long_campaign_the_region_proposes_with_a_gp_of_its_own() -> None:
+    ctx, X, Y = _long_campaign()
+    strategy = TrustRegionStrategy(raw_samples=64, num_restarts=2)
+    box, _ = strategy.region(ctx)
+    proposal = strategy.propose(ctx, 2)
+    assert ((proposal.X >= box[0] - 1e-9) & (proposal.X <= box[1] + 1e-9)).all()
+    info = proposal.info[0]
+    assert info["region_model"] == "local" and info["arm"] == "believer"
+    assert info["region_refit"]  # no hyperparameters recorded before: a fit
+    inside = int(((X >= box[0]) & (X <= box[1])).all(-1).sum())
+    assert info["region_points"] == min(inside, 128) >= 8
+    inside = zoomed(ctx, box)
+    assert inside is not None
+    train = inside[0].model.train_inputs[0]  # the box's coordinates: its points span [0, 1]
+    assert train.shape[0] == info["region_points"] and float(train.min()) >= 0.0
+    assert float(train.max()) <= 1.0 and float(train.max() - train.min()) > 0.5
+    again, _, _ = _long_campaign()  # the same data, a fresh generator of the same seed
+    assert torch.equal(strategy.propose(again, 2).X, proposal.X)  # a function of the data
+    never = TrustRegionStrategy(raw_samples=64, num_restarts=2, local="never")
+    assert "region_model" not in never.propose(ctx, 1).info[0]
+    # the GP holds every observation: the study's GP proposes in the region
+    whole = type(ctx)(**{**ctx.__dict__, "model": fit_gp(X, Y, noise="deterministic").model})
+    assert "region_model" not in strategy.propose(whole, 1).info[0]
+    always = TrustRegionStrategy(raw_samples=64, num_restarts=2, local="always")
+    assert always.propose(whole, 1).info[0]["region_model"] == "local"
+    with pytest.raises(ValueError, match="local: expected one of"):
+        TrustRegionStrategy(local="sometimes")
+
+
+def test_a_region_without_enough_points_or_with_constraints_keeps_the_study_gp() -> None:
+    ctx, X, _ = _long_campaign()
+    center = X[ctx.Y[:, 0].argmax()]
+    tiny = torch.stack([center - 1e-6, center + 1e-6])
+    assert zoomed(ctx, tiny) is None  # one observation inside
+    cube = torch.stack([torch.zeros(3), torch.ones(3)]).double()
+    assert zoomed(ctx, cube) is not None
+    ranged = type(ctx)(**{**ctx.__dict__, "inequality_constraints": [
+        (torch.tensor([0, 1]), torch.tensor([1.0, 1.0]).double(), 0.5)]})  # fmt: skip
+    assert zoomed(ranged, cube) is None
+    two = type(ctx)(**{**ctx.__dict__, "Y": ctx.Y.repeat(1, 2)})
+    assert zoomed(two, cube) is None
