@@ -107,9 +107,16 @@ def run(
     return records
 
 
-def latency(problem_name: str, n: int, busy: int, asks: int, seed: int) -> dict[str, Any]:
+def latency(
+    problem_name: str,
+    n: int,
+    busy: int,
+    asks: int,
+    seed: int,
+    strategy_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Ask seconds at ``n`` observations with ``busy`` trials running (see the module's
-    docstring)."""
+    docstring); ``strategy_options``: the default strategy's."""
     from scipy.stats import qmc
 
     problem = get_problem(problem_name)
@@ -119,6 +126,7 @@ def latency(problem_name: str, n: int, busy: int, asks: int, seed: int) -> dict[
         seed=seed,
         noise="deterministic",
         device="cpu",
+        strategy_options=strategy_options or {},
     )
     points = qmc.Sobol(problem.dim, seed=seed).random_base2(max(0, (n - 1).bit_length()))[:n]
     for x in points:
@@ -133,6 +141,7 @@ def latency(problem_name: str, n: int, busy: int, asks: int, seed: int) -> dict[
         seconds.append(time.perf_counter() - t0)
     return {
         "problem": problem_name, "observations": n, "busy": busy, "asks": asks,
+        "strategy_options": strategy_options or {},
         "ask_p50": _quantile(seconds, 0.5), "ask_p95": _quantile(seconds, 0.95),
         "loadavg": round(os.getloadavg()[0], 2),
     }  # fmt: skip
@@ -153,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.latency is not None:
         for seed in args.seeds:
-            result = latency(args.problem, args.latency, args.busy, args.asks, seed)
+            result = latency(args.problem, args.latency, args.busy, args.asks, seed, args.options)
             print(json.dumps(result), flush=True)
         return 0
     for seed in args.seeds:

@@ -62,6 +62,12 @@ seeds) the region's median was ahead of the whole cube's, and on Hartmann-6 hidd
 parameters it was within 0.011 of the optimum after 100 evaluations (seeds 0-2), where the
 whole cube was 0.08 and 0.16 away on two; on Ackley-50 it ended behind (2 seeds). Each
 record's details then carry the region (``region_length``). Narrower studies propose as before.
+
+In a long campaign (the study's GP holds a subset: more observations than ``max_exact``) of one
+objective without constraints, the member proposes inside the trust region too, with a GP of
+the region's own (``abo.model.local``; the region's replay starts where the subset does): on
+Ackley-10 with 64 busy points the whole-cube GP stopped improving after about 2,000
+observations, where the region's GP went on (``docs/benchmarks.md``, "A long campaign").
 """
 
 from __future__ import annotations

@@ -221,8 +221,10 @@ def zoomed(ctx: ProposalContext, box: Tensor) -> tuple[ProposalContext, dict[str
         bounds=torch.stack([torch.zeros_like(box[0]), torch.ones_like(box[0])]),
         round=round_, neighbours=None if nearby is None else neighbours,
     )  # fmt: skip
-    info = {"region_model": "local", "region_points": X.shape[0], "region_refit": refit}
-    return inner, {**info, "region_hypers": hypers}
+    info: dict[str, Any] = {"region_model": "local", "region_points": X.shape[0]}
+    if refit:  # recorded where they change only: the proposals between use them as they are
+        info.update(region_refit=True, region_hypers=hypers)
+    return inner, info
 
 
 def propose_inside(

@@ -10,8 +10,9 @@ most ``LOCAL_POINTS`` observations. A fit costs 0.1-0.4 s there (128 points, 10 
 about 150 likelihood evaluations from the prior's mode), so it runs on every
 ``REFIT_EVERY``-th proposal only, warm-started from the last; between, the GP is conditioned
 on the region's observations with the last hyperparameters (milliseconds). They are recorded
-on each proposal (lengthscales in the cube's units, since the region's size changes), and
-read back from the study's records: the same in any process, for the same observations.
+on the proposal that fitted them (lengthscales in the cube's units, since the region's size
+changes), and read back from the study's records: the same in any process, for the same
+observations.
 """
 
 from __future__ import annotations

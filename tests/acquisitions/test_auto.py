@@ -235,6 +235,7 @@ def test_a_long_campaign_proposes_in_a_region_with_a_gp_of_its_own() -> None:
     refits = [k for k, t in enumerate(trials) if t.proposal.details.get("region_refit")]
     first = min(k for k, t in enumerate(trials) if "region_model" in t.proposal.details)
     assert refits == [first, 25]
+    assert all(("region_hypers" in d) == ("region_refit" in d) for d in held)  # only there
     assert len(refits) < len(held)
     assert [t.params for t in _long_study()] == [t.params for t in trials]  # reproducible
     never = _long_study(trust_region="never")
