@@ -240,3 +240,25 @@ def test_a_long_campaign_proposes_in_a_region_with_a_gp_of_its_own() -> None:
     assert [t.params for t in _long_study()] == [t.params for t in trials]  # reproducible
     never = _long_study(trust_region="never")
     assert all("region_model" not in t.proposal.details for t in never)
+
+
+@pytest.mark.slow  # a study of 24 asks and tells
+def test_a_long_campaign_s_region_gp_proposes_valid_mixed_and_conditional_parameters() -> None:
+    space = abo.Space({
+        "x": abo.Float(0.0, 1.0), "n": abo.Int(1, 20), "lr": abo.Float(1e-4, 1.0, log=True),
+        "kind": abo.Categorical(["a", "b", "c"]), "depth": abo.Int(1, 5, when={"kind": "c"}),
+    })  # fmt: skip
+
+    def loss(p: dict) -> float:
+        branch = 0.0 if p["kind"] == "c" else 0.5
+        return (p["x"] - 0.3) ** 2 + abs(p["n"] - 7) / 20 + branch + abs(p.get("depth", 3) - 2) / 10
+
+    study = abo.create_study(space, seed=2, max_exact=10, n_initial=6)
+    for _ in range(24):
+        trial = study.ask(n_workers=8)
+        assert space.validate(trial.params) == trial.params  # rounded in the region: valid
+        study.tell(trial.id, loss(trial.params))
+    local = [t for t in study.trials if t.proposal.details.get("region_model") == "local"]
+    assert len(local) >= 8
+    assert study.best.params["kind"] == "c" and abs(study.best.params["n"] - 7) <= 1
+    assert len({tuple(sorted(t.params.items())) for t in study.trials}) == 24
