@@ -230,3 +230,27 @@ def test_a_region_without_enough_points_or_with_constraints_keeps_the_study_gp()
     assert zoomed(ranged, cube) is None
     two = type(ctx)(**{**ctx.__dict__, "Y": ctx.Y.repeat(1, 2)})
     assert zoomed(two, cube) is None
+
+
+def test_a_region_gp_that_fails_to_propose_gives_way_to_the_study_gp() -> None:
+    from botorch.exceptions.errors import OptimizationGradientError
+
+    from abo.acquisitions.trust_region import propose_inside
+
+    ctx, _, _ = _long_campaign()
+    box, _ = TrustRegionStrategy().region(ctx)
+    inner = TrustRegionStrategy(raw_samples=64, num_restarts=2).inner
+    seen: list[object] = []
+
+    def propose(c, n):  # the numerical failure seen once in a long campaign, on the region's GP
+        seen.append(c.model)
+        if c.model is not ctx.model:
+            raise OptimizationGradientError("10 elements of the gradient are NaN", current_x=None)
+        return inner.propose(c, n)
+
+    proposal, info = propose_inside(propose, ctx, 2, box, local=True)
+    assert seen[0] is not ctx.model and seen[1] is ctx.model  # the region's GP, then the study's
+    assert info["region_model_failed"].startswith("OptimizationGradientError: 10 elements")
+    assert ((proposal.X >= box[0] - 1e-9) & (proposal.X <= box[1] + 1e-9)).all()
+    with pytest.raises(ValueError, match="a bug"):  # anything else is not hidden
+        propose_inside(lambda c, n: (_ for _ in ()).throw(ValueError("a bug")), ctx, 1, box, True)
