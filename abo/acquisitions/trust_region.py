@@ -178,12 +178,15 @@ def holds_subset(ctx: ProposalContext) -> bool:
     return held(ctx) < ctx.X.shape[0]
 
 
-def last_hypers(history: Sequence[Mapping[str, Any]]) -> dict[str, list[float]] | None:
-    """The hyperparameters of the region's GP recorded last (``region_hypers``), if any."""
+def last_hypers(history: Sequence[Mapping[str, Any]]) -> tuple[dict[str, list[float]] | None, int]:
+    """The hyperparameters of the region's GP recorded last (``region_hypers``), if any, and
+    how many proposals were made with the region's GP since."""
+    since = 0
     for record in reversed(history):
         if "region_hypers" in record:
-            return dict(record["region_hypers"])
-    return None
+            return dict(record["region_hypers"]), since
+        since += record.get("region_model") == "local"
+    return None, since
 
 
 def zoomed(ctx: ProposalContext, box: Tensor) -> tuple[ProposalContext, dict[str, Any]] | None:
@@ -192,7 +195,8 @@ def zoomed(ctx: ProposalContext, box: Tensor) -> tuple[ProposalContext, dict[str
     records keep of it; ``None`` where that does not apply (too few observations inside,
     outcome or parameter constraints, several objectives, a fidelity, a failed fit).
     Proposals come back through ``from_box``. The GP refits on every ``REFIT_EVERY``-th
-    proposal, else it keeps the hyperparameters recorded last (``abo.model.local``)."""
+    proposal made with it, else it keeps the hyperparameters recorded last
+    (``abo.model.local``)."""
     if ctx.feasibility is not None or ctx.inequality_constraints or ctx.fidelity is not None:
         return None
     if ctx.Y.shape[-1] > 1:
@@ -201,8 +205,8 @@ def zoomed(ctx: ProposalContext, box: Tensor) -> tuple[ProposalContext, dict[str
     if rows.numel() < min_points(ctx.dim):
         return None
     X, Y = to_box(ctx.X[rows], box), ctx.Y[rows]
-    last = last_hypers(ctx.history)
-    refit = last is None or ctx.n_trials % REFIT_EVERY == 0
+    last, since = last_hypers(ctx.history)
+    refit = last is None or since + 1 >= REFIT_EVERY
     fitted = fit_local(X, Y, noise_of(ctx.model), box[1] - box[0], last, refit)
     if fitted is None:
         return None

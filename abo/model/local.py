@@ -8,11 +8,11 @@ observations there say (on Ackley-10 with 64 workers, nothing better was found f
 10,000 observations). TuRBO fits a model per trust region instead; so does this one, on at
 most ``LOCAL_POINTS`` observations. A fit costs 0.1-0.4 s there (128 points, 10 dimensions,
 about 150 likelihood evaluations from the prior's mode), so it runs on every
-``REFIT_EVERY``-th proposal only, warm-started from the last; between, the GP is conditioned
-on the region's observations with the last hyperparameters (milliseconds). They are recorded
-on the proposal that fitted them (lengthscales in the cube's units, since the region's size
-changes), and read back from the study's records: the same in any process, for the same
-observations.
+``REFIT_EVERY``-th proposal made with it only, warm-started from the last; between, the GP
+is conditioned on the region's observations with the last hyperparameters (milliseconds).
+They are recorded on the proposal that fitted them (lengthscales in the cube's units, since
+the region's size changes), and read back from the study's records: the same in any process,
+for the same observations.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from abo.model.surrogate import LENGTHSCALE_FLOOR, condition, export_hypers, fit
 LOCAL_POINTS = 128
 """At most this many observations (the nearest the region's centre) make the region's GP."""
 REFIT_EVERY = 25
-"""The region's GP refits its hyperparameters on every this-many-th proposal of the study (and
+"""The region's GP refits its hyperparameters on every this-many-th proposal made with it (and
 when none are recorded yet): fewer than one ask in twenty pays for a fit."""
 LENGTHSCALE = "covar_module.base_kernel.raw_lengthscale"
 """The lengthscales' name among a GP's hyperparameters (``export_hypers``; no transform: raw

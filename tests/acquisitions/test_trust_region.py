@@ -13,10 +13,12 @@ from abo.acquisitions.trust_region import (
     LENGTH_MIN,
     TrustRegionStrategy,
     failure_tolerance,
+    last_hypers,
     region_bounds,
     replay,
     zoomed,
 )
+from abo.model.local import LENGTHSCALE
 from abo.model.surrogate import fit_gp
 from abo.propose.proposer import free_columns
 
@@ -254,3 +256,22 @@ def test_a_region_gp_that_fails_to_propose_gives_way_to_the_study_gp() -> None:
     assert ((proposal.X >= box[0] - 1e-9) & (proposal.X <= box[1] + 1e-9)).all()
     with pytest.raises(ValueError, match="a bug"):  # anything else is not hidden
         propose_inside(lambda c, n: (_ for _ in ()).throw(ValueError("a bug")), ctx, 1, box, True)
+
+
+def test_the_region_gp_refits_on_every_25th_proposal_made_with_it() -> None:
+    ctx, _, _ = _long_campaign()
+    box, _ = TrustRegionStrategy().region(ctx)
+    inside = zoomed(ctx, box)
+    assert inside is not None and inside[1]["region_refit"]
+    fitted = {"region_model": "local", **inside[1]}
+    hypers = fitted["region_hypers"]
+    for made, refit in ((23, False), (24, True)):
+        history = [fitted, *[{"region_model": "local"}] * made, *[{"region_model": "cube"}] * 9]
+        assert last_hypers(history) == (hypers, made)  # the cube's proposals do not count
+        again = zoomed(type(ctx)(**{**ctx.__dict__, "history": tuple(history)}), box)
+        assert again is not None and ("region_refit" in again[1]) == refit
+        if not refit:  # conditioned on the recorded ones: the same lengthscales
+            ls = again[0].model.covar_module.base_kernel.lengthscale.detach().reshape(-1)
+            width = (box[1] - box[0]).cpu()
+            assert (ls * width).tolist() == pytest.approx(hypers[LENGTHSCALE], rel=1e-9)
+    assert last_hypers([{"region_model": "local"}] * 3) == (None, 3)
