@@ -79,12 +79,3 @@ def storage_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'abo.db'}"
     return request.getfixturevalue("pg_url")
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first, each group in collection order: pytest-xdist hands tests out in this
-    order, so the longest ones start early and the suite does not end waiting on a few that
-    started last (the documents' blocks, the README's example: ``tests/test_*.py``, collected
-    after every folder)."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
