@@ -89,6 +89,7 @@ from abo.acquisitions.qlognehvi import QLogNEHVIStrategy
 from abo.acquisitions.qlognei import QLogNEIStrategy
 from abo.acquisitions.thompson import ThompsonStrategy
 from abo.acquisitions.trust_region import (
+    fits_local,
     held,
     holds_subset,
     propose_inside,
@@ -222,11 +223,7 @@ class AutoStrategy:
     def long(self, ctx: ProposalContext) -> bool:
         """Whether the member proposes inside a trust region with a GP of the region's own: a
         long campaign (the study's GP holds a subset), of one objective without constraints."""
-        if self.trust_region == "never" or ctx.Y.shape[-1] > 1 or ctx.fidelity is not None:
-            return False
-        if ctx.feasibility is not None or ctx.inequality_constraints:
-            return False
-        return holds_subset(ctx)
+        return self.trust_region != "never" and fits_local(ctx) and holds_subset(ctx)
 
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:
         if ctx.fidelity is not None:  # one member chooses fidelities: it proposes at any pace

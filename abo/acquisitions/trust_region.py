@@ -178,6 +178,17 @@ def holds_subset(ctx: ProposalContext) -> bool:
     return held(ctx) < ctx.X.shape[0]
 
 
+def fits_local(ctx: ProposalContext) -> bool:
+    """Whether a region of ``ctx`` may have a GP of its own: one objective, without outcome or
+    parameter constraints or a fidelity (whose models live in the cube's coordinates)."""
+    return not (
+        ctx.feasibility is not None
+        or ctx.inequality_constraints
+        or ctx.fidelity is not None
+        or ctx.Y.shape[-1] > 1
+    )
+
+
 def last_hypers(history: Sequence[Mapping[str, Any]]) -> tuple[dict[str, list[float]] | None, int]:
     """The hyperparameters of the region's GP recorded last (``region_hypers``), if any, and
     how many proposals were made with the region's GP since."""
@@ -197,9 +208,7 @@ def zoomed(ctx: ProposalContext, box: Tensor) -> tuple[ProposalContext, dict[str
     Proposals come back through ``from_box``. The GP refits on every ``REFIT_EVERY``-th
     proposal made with it, else it keeps the hyperparameters recorded last
     (``abo.model.local``)."""
-    if ctx.feasibility is not None or ctx.inequality_constraints or ctx.fidelity is not None:
-        return None
-    if ctx.Y.shape[-1] > 1:
+    if not fits_local(ctx):
         return None
     rows = local_rows(ctx.X, box, center_of(ctx))
     if rows.numel() < min_points(ctx.dim):
