@@ -109,6 +109,14 @@ def _grid(args: argparse.Namespace) -> int:
             title = title.replace("of full runs", "of the best run by its last report")
             print(budget_report.write(by_last, x_key, xlabel, f"{args.out}/by-last-report",
                                       title, reference=reference))  # fmt: skip
+        if reference and runs and all("regret_last" in r for r in runs):  # and against time
+            timed = budget_report.against_time(runs, reference)
+            title = GRIDS[args.command][2].replace(
+                "steps spent", f"simulated time (the budget: {reference}'s median time)"
+            )
+            folder = f"{args.out}/by-time"
+            print(budget_report.write(timed, "times", "simulated time", folder, title,
+                                      reference=reference))  # fmt: skip
         if hasattr(module, "score_table"):
             print(module.score_table(runs))
         return 0

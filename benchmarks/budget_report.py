@@ -40,6 +40,22 @@ def needed(run: Mapping[str, Any], x_key: str, target: float | None) -> float | 
     return None
 
 
+def against_time(runs: Sequence[Mapping[str, Any]], reference: str) -> list[dict[str, Any]]:
+    """The runs measured against simulated time (``times``) instead of their budget: each
+    run's budget becomes the median time at which ``reference``'s runs of its cell ended, so a
+    quarter of the budget is a quarter of the time the reference took. Cells without the
+    reference are left out (there is no time to measure them against)."""
+    ends: dict[tuple[str, int], list[float]] = {}
+    for run in runs:
+        if run["method"] == reference and run.get("times"):
+            ends.setdefault((run["problem"], run["k"]), []).append(float(run["times"][-1]))
+    return [
+        {**run, "budget": float(np.median(ends[(run["problem"], run["k"])]))}
+        for run in runs
+        if (run["problem"], run["k"]) in ends and run.get("times")
+    ]
+
+
 def _cells(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], dict[str, list[Any]]]:
     out: dict[tuple[str, int], dict[str, list[Any]]] = {}
     for run in runs:

@@ -81,6 +81,22 @@ def test_the_budget_report_marks_the_best_and_the_budget_to_reach_a_reference(
     assert (tmp_path / "p-k4.png").stat().st_size > 0
 
 
+def test_against_time_measures_each_cell_by_its_reference_s_median_end_time() -> None:
+    def record(method: str, k: int, seed: int, times: list[float]) -> dict:
+        return {"method": method, "problem": "p", "k": k, "budget": 30, "seed": seed,
+                "steps": [10, 20, 30], "times": times, "regret": [0.5, 0.2, 0.1]}  # fmt: skip
+
+    runs = [record("auto", 4, s, [1.0, 2.0, end]) for s, end in enumerate([8.0, 10.0, 30.0])]
+    runs += [record("auto+asha", 4, 0, [1.0, 4.0, 6.0]), record("auto+asha", 16, 0, [1, 2, 3])]
+    timed = budget_report.against_time(runs, "auto")
+    assert {(r["method"], r["k"]) for r in timed} == {("auto", 4), ("auto+asha", 4)}
+    assert {r["budget"] for r in timed} == {10.0}  # the median of 8, 10 and 30
+    asha = next(r for r in timed if r["method"] == "auto+asha")
+    assert budget_report.regret_at(asha, "times", 0.5 * asha["budget"]) == 0.2  # at t = 5
+    assert budget_report.needed(asha, "times", 0.1) == pytest.approx(0.6)  # 6 of 10
+    assert asha["steps"] == runs[3]["steps"] and runs[3]["budget"] == 30  # a copy
+
+
 def test_budget_runs_are_read_from_plain_and_gzipped_files_alike(tmp_path) -> None:
     import gzip
     import json
