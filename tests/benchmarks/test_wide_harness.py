@@ -32,6 +32,8 @@ def test_the_wide_suite_follows_the_protocol() -> None:
     assert {"auto", "random", "optuna-cmaes", "optuna-tpe", "optuna-gp"} <= methods
     cmaes_problems = {c[1] for c in suite_cells(suite, seeds=1) if c[0] == "optuna-cmaes"}
     assert "dtlz2-20" not in cmaes_problems  # one objective only
+    nsga2_problems = {c[1] for c in suite_cells(suite, seeds=1) if c[0] == "optuna-nsga2"}
+    assert nsga2_problems == {"dtlz2-20"}  # several objectives only: CMA-ES's stand-in there
 
 
 def test_cma_es_runs_in_the_asynchronous_harness() -> None:
