@@ -104,19 +104,19 @@ def _grid(args: argparse.Namespace) -> int:
         x_key, xlabel, title, reference = GRIDS[args.command]
         runs = module.read(args.results)
         print(budget_report.write(runs, x_key, xlabel, args.out, title, reference=reference))
-        if runs and all("regret_last" in r for r in runs):  # curves: stopped runs count too
-            by_last = [{**r, "regret": r["regret_last"]} for r in runs]
-            title = title.replace("of full runs", "of the best run by its last report")
+        if runs and all("regret_last" in r for r in runs):  # curves: two more views
+            by_last = [{**r, "regret": r["regret_last"]} for r in runs]  # stopped runs count
+            last = title.replace("of full runs", "of the best run by its last report")
             print(budget_report.write(by_last, x_key, xlabel, f"{args.out}/by-last-report",
-                                      title, reference=reference))  # fmt: skip
-        if reference and runs and all("regret_last" in r for r in runs):  # and against time
-            timed = budget_report.against_time(runs, reference)
-            title = GRIDS[args.command][2].replace(
-                "steps spent", f"simulated time (the budget: {reference}'s median time)"
-            )
-            folder = f"{args.out}/by-time"
-            print(budget_report.write(timed, "times", "simulated time", folder, title,
-                                      reference=reference))  # fmt: skip
+                                      last, reference=reference))  # fmt: skip
+            if reference:  # against simulated time, the reference's median end the budget
+                timed = budget_report.against_time(runs, reference)
+                clock = title.replace(
+                    "steps spent", f"simulated time (the budget: {reference}'s median time)"
+                )
+                folder = f"{args.out}/by-time"
+                print(budget_report.write(timed, "times", "simulated time", folder, clock,
+                                          reference=reference))  # fmt: skip
         if hasattr(module, "score_table"):
             print(module.score_table(runs))
         return 0
