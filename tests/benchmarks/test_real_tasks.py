@@ -39,3 +39,21 @@ def test_a_run_respects_the_budget_and_improves_on_its_first_result(method: str)
     assert run["regret"][-1] < run["regret"][0]
     again = rt.simulate(method, "knn-diabetes", k=3, budget=14, seed=0)
     assert again["regret"] == run["regret"]  # the same seed, the same run
+
+
+def test_the_rbf_variant_swaps_the_kernel_for_its_asks_only() -> None:
+    import torch
+    from gpytorch.kernels import MaternKernel, RBFKernel
+
+    from abo.model import surrogate
+
+    X, Y = torch.rand(6, 2, dtype=torch.double), torch.rand(6, 1, dtype=torch.double)
+    opt = rt.METHODS["auto+rbf"](rt.TASKS["enet-diabetes"], 0, 4)
+    with opt._swapped():
+        inside = surrogate._build(X, Y, "auto").covar_module.base_kernel
+    outside = surrogate._build(X, Y, "auto").covar_module.base_kernel
+    assert type(inside) is RBFKernel and type(outside) is MaternKernel
+    assert inside.lengthscale_prior is not None  # the same prior as the Matern kernel's
+    handle, params = opt.ask()
+    opt.tell(handle, rt.TASKS["enet-diabetes"].loss(params))
+    assert surrogate.MaternKernel is MaternKernel  # restored after the ask and the tell
