@@ -35,7 +35,10 @@ Methods (``CURVE_METHODS``): ``auto`` (abo's default, every run to the end), ``a
 and ``auto+median`` (with abo's stopping rules), ``auto+fidelity`` (the same ASHA, and the
 epochs a fidelity the strategy chooses, with the reports as observations at their steps),
 ``auto+hyperband`` and ``auto+curve`` (abo's Hyperband brackets and its learning-curve
-matching rule), ``random+asha``, ``random+hyperband``, ``random+pasha``, ``random+curve``, and
+matching rule), ``aegis+asha``, ``aegis+hyperband`` and ``aegis+curve`` (the same rules under
+abo's ``aegis`` strategy, whose proposals explore more than ``auto``'s: a model with more
+configurations to rank), ``random+asha``, ``random+hyperband``, ``random+pasha``,
+``random+curve``, and
 Optuna's ``TPESampler`` with the ``HyperbandPruner`` (``tpe+hyperband``), the
 ``SuccessiveHalvingPruner`` (``tpe+sh``) and the ``MedianPruner`` (``tpe+median``), each at
 minimum resource 1 and reduction factor 3 like abo's ASHA; with ``syne-tune`` installed
@@ -395,6 +398,11 @@ METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "random+asha": lambda p, s, k: AboCurves(p, s, k, strategy="random", stopping=_rule("asha", p)),
     "auto+hyperband": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("hyperband", p)),
     "auto+curve": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("curve", p)),
+    "aegis+asha": lambda p, s, k: AboCurves(p, s, k, strategy="aegis", stopping=_rule("asha", p)),
+    "aegis+hyperband": lambda p, s, k: AboCurves(
+        p, s, k, strategy="aegis", stopping=_rule("hyperband", p)
+    ),
+    "aegis+curve": lambda p, s, k: AboCurves(p, s, k, strategy="aegis", stopping=_rule("curve", p)),
     "random+hyperband": lambda p, s, k: AboCurves(
         p, s, k, strategy="random", stopping=_rule("hyperband", p)
     ),
