@@ -10,8 +10,7 @@ import pytest
 import torch
 
 # One intra-op thread for the tests' own torch work, as abo uses for its own (abo.model.threads):
-# the
-# tests' GPs are small, and two threads on a 2-core machine running Dask workers are slower.
+# the tests' GPs are small, and two threads on a 2-core machine running Dask workers are slower.
 torch.set_num_threads(1)
 
 PG_ADMIN_URL = os.environ.get(
