@@ -34,7 +34,7 @@ class ProposalDesign(ProposalData):
         """``n`` initial points: the study's Sobol design, or with a warm start the sources'
         best configurations not proposed yet (``abo.spec.warm_start``; the parameters they lack
         from the design), then the design once they run out."""
-        X = self._design(designed, n)
+        X = self._at_target(self._design(designed, n))
         records = [ProposalRecord("sobol") for _ in range(n)]
         if self.warm is None:
             return X, records
@@ -46,7 +46,19 @@ class ProposalDesign(ProposalData):
         best = self._ranked[used : used + k]
         warm = [space.to_unit({**space.from_unit(X[i]), **p}) for i, p in enumerate(best)]
         records = [ProposalRecord(WARM) for _ in range(k)] + records[: n - k]
-        return torch.cat([*[w.unsqueeze(0) for w in warm], X[: n - k]]), records
+        return self._at_target(torch.cat([*[w.unsqueeze(0) for w in warm], X[: n - k]])), records
+
+    def _at_target(self, X: Tensor) -> Tensor:
+        """``X`` with the fidelity at its target when a stopping rule is set: the rule is then
+        the schedule and every trial starts at the target (as MOBSTER's do), the design's and
+        the random repairs' too; without a rule, or without a fidelity, ``X`` unchanged."""
+        fidelity = self.spec.fidelity_of
+        if fidelity is None or self.spec.stopping is None:
+            return X
+        X = X.clone()
+        target = fidelity.encode(fidelity.target)
+        X[:, self.spec.space._slices[fidelity.parameter]] = torch.tensor(target, dtype=X.dtype)
+        return X
 
     def _design(self, start: int, n: int) -> Tensor:
         """Points ``start`` to ``start + n`` of the study's scrambled Sobol design (rounded);
@@ -78,8 +90,8 @@ class ProposalDesign(ProposalData):
         X = X.clone()
         for i in (~ok).nonzero().reshape(-1).tolist():
             for _ in range(1000):
-                candidate = space.round(
-                    torch.rand(64, space.dim, generator=gen, dtype=torch.double)
+                candidate = self._at_target(
+                    space.round(torch.rand(64, space.dim, generator=gen, dtype=torch.double))
                 )
                 inside = candidate[feasible_mask(space, candidate, self.linear)]
                 if inside.shape[0]:
@@ -104,7 +116,7 @@ class ProposalDesign(ProposalData):
                 if ref.shape[0] == 0 or torch.cdist(candidate[None], ref).min() > DUPLICATE_TOL:
                     break
                 uniform = torch.rand(1, space.dim, generator=gen, dtype=torch.double)
-                candidate = space.round(uniform)[0]
+                candidate = self._at_target(space.round(uniform))[0]
                 records[i] = _with(records[i], deduplicated=True)
             out.append(candidate)
         return torch.stack(out), records

@@ -115,3 +115,17 @@ def test_with_a_stopping_rule_every_trial_starts_at_the_target_and_reports_are_d
     assert all(t.params["epochs"] == 27 for t in proposed)  # the target: ASHA is the schedule
     finished = [t for t in study.trials if t.state.is_finished]
     assert proposed[0].proposal.n_observations > len(finished)  # the reports are observations
+
+
+def test_with_a_stopping_rule_the_design_starts_at_the_target_too() -> None:
+    """The Sobol design draws the fidelity with the other parameters, except under a stopping
+    rule, where the rule is the schedule: there a design point at 2 epochs would never be a
+    result, and the rule would never judge it."""
+    space = abo.Space({"x": abo.Float(0.0, 1.0), "epochs": abo.Int(1, 27, log=True)})
+    stopped = abo.create_study(space, fidelity="epochs", stopping="asha", seed=5, n_initial=6)
+    design = stopped.ask_batch(6)
+    assert [t.proposal.strategy for t in design] == ["sobol"] * 6
+    assert [t.params["epochs"] for t in design] == [27] * 6
+    assert len({round(t.params["x"], 6) for t in design}) == 6  # still a design over x
+    free = abo.create_study(space, fidelity="epochs", seed=5, n_initial=6)
+    assert len({t.params["epochs"] for t in free.ask_batch(6)}) > 1  # spread without a rule
