@@ -104,9 +104,11 @@ def neighbours(
             rows.append(y)
     if not rows:
         return x.new_zeros(0, x.shape[-1])
-    Y = round_points(params, slices, order, torch.stack(rows))
-    Y = torch.unique(Y, dim=0)
-    return Y[(Y != round_points(params, slices, order, x.unsqueeze(0))).any(dim=-1)]
+    # one rounding for the moves and ``x`` together: rounding is row by row, and its fixed cost
+    # per call (a loop over the parameters) is most of a local search's time in mixed spaces
+    both = round_points(params, slices, order, torch.stack([*rows, x]))
+    Y, here = torch.unique(both[:-1], dim=0), both[-1:]
+    return Y[(Y != here).any(dim=-1)]
 
 
 def _adjacent(p: Parameter, u: float) -> list[ParamValue]:
