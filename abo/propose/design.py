@@ -34,10 +34,10 @@ class ProposalDesign(ProposalData):
         """``n`` initial points: the study's Sobol design, or with a warm start the sources'
         best configurations not proposed yet (``abo.spec.warm_start``; the parameters they lack
         from the design), then the design once they run out."""
-        X = self._at_target(self._design(designed, n))
+        X = self._design(designed, n)
         records = [ProposalRecord("sobol") for _ in range(n)]
         if self.warm is None:
-            return X, records
+            return self._at_target(X), records
         if self._ranked is None:
             self._ranked = ranked(self.spec)
         used = sum(1 for t in trials if t.proposal is not None and t.proposal.strategy == WARM)
