@@ -99,9 +99,10 @@ class ProposalContext:
         free_columns: columns of the cube a local search must leave whole: the one-hot
             columns of categorical parameters and the columns of conditional ones (a box
             around an encoding there would pin a choice, not bound a distance).
-        neighbours: the valid points one discrete move from a rounded point
-            (``Space.neighbours``: an integer one step, a categorical another choice), where
-            ``maximize`` climbs from the rounded optimum; ``None`` in a space of plain reals.
+        neighbours: the valid points one discrete move from each of ``n x D`` rounded
+            points (``Space.neighbours_of``: an integer one step, a categorical another
+            choice), with the row each moves, where ``maximize`` climbs from the rounded
+            optimum; ``None`` in a space of plain reals.
     """
 
     model: Model | None
@@ -121,7 +122,7 @@ class ProposalContext:
     inequality_constraints: list[tuple[Tensor, Tensor, float]] | None = None
     fidelity: FidelityLevels | None = None
     free_columns: tuple[int, ...] = ()
-    neighbours: Callable[[Tensor], Tensor] | None = None
+    neighbours: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
 
     @property
     def dim(self) -> int:

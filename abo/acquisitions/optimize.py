@@ -188,13 +188,15 @@ def climb(
         C = torch.unique(torch.cat([ctx.round(ends.reshape(-1, ends.shape[-1])), top]), dim=0)
         V = _valid_values(acq, C, taken)
         for _ in range(CLIMB_MOVES):
-            near = [ctx.neighbours(c) for c in C]
-            near = [n[((n >= lo) & (n <= hi)).all(dim=-1) & ctx.satisfies(n)] for n in near]
-            if not sum(n.shape[0] for n in near):
+            near, owner = ctx.neighbours(C)  # every point's moves in one call
+            ok = ((near >= lo) & (near <= hi)).all(dim=-1) & ctx.satisfies(near)
+            near, owner = near[ok], owner[ok]
+            if not near.shape[0]:
                 break
-            values = _valid_values(acq, torch.cat(near), taken).split([n.shape[0] for n in near])
+            values = _valid_values(acq, near, taken)
             moved = False
-            for i, (n, v) in enumerate(zip(near, values, strict=True)):
+            for i in range(C.shape[0]):
+                n, v = near[owner == i], values[owner == i]
                 if v.numel() and bool(v.max() > V[i]):
                     C[i], V[i], moved = n[v.argmax()], v.max(), True
             if not moved:

@@ -225,9 +225,10 @@ def zoomed(ctx: ProposalContext, box: Tensor) -> tuple[ProposalContext, dict[str
     def round_(Z: Tensor) -> Tensor:
         return to_box(ctx.round(from_box(Z, box)), box)
 
-    def neighbours(Z: Tensor) -> Tensor:
+    def neighbours(Z: Tensor) -> tuple[Tensor, Tensor]:
         assert nearby is not None
-        return to_box(nearby(from_box(Z, box)), box)
+        Y, owner = nearby(from_box(Z, box))
+        return to_box(Y, box), owner
 
     inner = replace(
         ctx, model=model, X=X, Y=Y, X_pending=to_box(ctx.X_pending, box),

@@ -80,35 +80,54 @@ def neighbours(
     params: Mapping[str, Parameter],
     slices: Mapping[str, slice],
     order: list[str] | None,
-    x: Tensor,
-) -> Tensor:
-    """The valid points one discrete move from the rounded point ``x`` (``D``): each integer
-    or stepped real one step up or down, each categorical at each of its other choices;
-    ``m x D``, rounded, without ``x`` itself or repeats (a move of an inactive parameter)."""
+    X: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """The valid points one discrete move from each rounded point of ``X`` (``n x D``): each
+    integer or stepped real one step up or down, each categorical at each of its other
+    choices. ``m x D`` rounded points, sorted per point, without the point itself or repeats
+    (a move of an inactive parameter), and for each the row of ``X`` it moves (``m``).
+
+    All points at once: the local search of the acquisition climbs from a dozen points at a
+    time, and one call per point (a loop over the parameters in ``round_points`` each) was a
+    quarter of an ask's time in mixed spaces."""
     import torch
 
-    rows: list[Tensor] = []
+    from abo.core.params import Float
+
+    n, rows = X.shape[0], torch.arange(X.shape[0])
+    moves: list[Tensor] = []
+    owners: list[Tensor] = []
     for name, p in params.items():
         s = slices[name]
-        if isinstance(p, Categorical):
+        if isinstance(p, Categorical):  # every point at each choice it does not hold
             for j in range(p.width):
-                if float(x[s][j]) < 0.5:
-                    y = x.clone()
-                    y[s] = 0.0
-                    y[s.start + j] = 1.0
-                    rows.append(y)
+                at = X[:, s.start + j] < 0.5
+                Y = X[at].clone()
+                Y[:, s] = 0.0
+                Y[:, s.start + j] = 1.0
+                moves.append(Y)
+                owners.append(rows[at])
             continue
-        for value in _adjacent(p, float(x[s.start])):
-            y = x.clone()
-            y[s.start] = p.encode(value)[0]
-            rows.append(y)
-    if not rows:
-        return x.new_zeros(0, x.shape[-1])
-    # one rounding for the moves and ``x`` together: rounding is row by row, and its fixed cost
-    # per call (a loop over the parameters) is most of a local search's time in mixed spaces
-    both = round_points(params, slices, order, torch.stack([*rows, x]))
-    Y, here = torch.unique(both[:-1], dim=0), both[-1:]
-    return Y[(Y != here).any(dim=-1)]
+        if isinstance(p, Float) and p.n_steps is None:
+            continue  # a plain real has no discrete move
+        unique, inverse = torch.unique(X[:, s.start], return_inverse=True)
+        step = [(k, p.encode(v)[0]) for k, u in enumerate(unique.tolist()) for v in _adjacent(p, u)]
+        if not step:  # each distinct coordinate decoded once, its moves applied to its rows
+            continue
+        row, move = (inverse[:, None] == torch.tensor([k for k, _ in step])).nonzero(as_tuple=True)
+        Y = X[row].clone()
+        Y[:, s.start] = torch.tensor([e for _, e in step], dtype=X.dtype)[move]
+        moves.append(Y)
+        owners.append(row)
+    if not n or not moves:
+        return X.new_zeros(0, X.shape[-1]), torch.zeros(0, dtype=torch.long)
+    m = sum(len(o) for o in owners)
+    # one rounding for the moves and the points together: rounding is row by row
+    both = round_points(params, slices, order, torch.cat([*moves, X]))
+    Y, owner = both[:m], torch.cat(owners)
+    kept = (Y != both[m:][owner]).any(dim=-1)
+    keyed = torch.unique(torch.cat([owner[kept, None].to(Y), Y[kept]], dim=-1), dim=0)
+    return keyed[:, 1:], keyed[:, 0].long()
 
 
 def _adjacent(p: Parameter, u: float) -> list[ParamValue]:

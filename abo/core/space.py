@@ -237,16 +237,24 @@ class Space(Mapping[str, Parameter]):
         return {n: v for n, v in decoded.items() if active[n]}
 
     def round(self, X: Tensor) -> Tensor:
-        """Snap ``n x D`` relaxed points onto encodings of valid parameters."""
+        """Snap ``n x D`` relaxed points onto encodings of valid parameters (on the CPU, the
+        result on ``X``'s device)."""
         order = self._order if self.conditional else None
-        return encoding.round_points(self._params, self._slices, order, X)
+        return encoding.round_points(self._params, self._slices, order, X.cpu()).to(X.device)
 
     def neighbours(self, x: Tensor) -> Tensor:
         """The valid points one discrete move from the rounded point ``x`` (``D``), ``m x D``
         (``abo.core.encoding.neighbours``): where a local search of the acquisition goes
         once the relaxed optimum is rounded."""
+        return self.neighbours_of(x.unsqueeze(0))[0]
+
+    def neighbours_of(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """The neighbours of each rounded point of ``X`` (``n x D``) at once: ``m x D`` points
+        and the row of ``X`` each moves (``abo.core.encoding.neighbours``; found on the CPU,
+        both on ``X``'s device)."""
         order = self._order if self.conditional else None
-        return encoding.neighbours(self._params, self._slices, order, x)
+        Y, owner = encoding.neighbours(self._params, self._slices, order, X.cpu())
+        return Y.to(X.device), owner.to(X.device)
 
     @property
     def is_continuous(self) -> bool:

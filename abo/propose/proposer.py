@@ -35,7 +35,6 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 import torch
@@ -320,10 +319,7 @@ class Proposer(ProposalFits, ProposalDesign):
             fidelity = replace(fidelity, levels=levels, costs=costs)
         linear = [(i.to(device), c.to(device), r) for i, c, r in self._unit_linear]
         space = self.spec.space
-        round_, near = space.round, None if space.is_continuous else space.neighbours
-        if device.type != "cpu":  # the space rounds on the CPU
-            round_ = partial(_round_on_cpu, space.round)
-            near = near and partial(_round_on_cpu, near)
+        near = None if space.is_continuous else space.neighbours_of  # both on the CPU
         return ProposalContext(
             model=fitted.model if fitted else None,
             X=X.to(device),
@@ -331,7 +327,7 @@ class Proposer(ProposalFits, ProposalDesign):
             X_pending=X_pending.to(device),
             bounds=self.spec.space.bounds.to(device),
             generator=torch.Generator().manual_seed(seed),
-            round=round_,
+            round=space.round,
             n_trials=len(trials),
             n_workers=n_workers,
             n_initial=self.spec.resolved_n_initial,
@@ -392,9 +388,3 @@ def free_columns(space: Space) -> tuple[int, ...]:
             cols = space._slices[name]
             columns += range(cols.start, cols.stop)
     return tuple(columns)
-
-
-def _round_on_cpu(round_: Any, X: Tensor) -> Tensor:
-    """``round_`` (the space's rounding or neighbours) applied on the CPU, the result back on
-    ``X``'s device."""
-    return round_(X.cpu()).to(X.device)

@@ -194,7 +194,7 @@ def test_maximize_climbs_from_the_rounded_optimum_to_a_better_integer() -> None:
     ctx = replace(make_ctx(None, X, torch.tensor([[0.0], [1.0]])), round=space.round)
     x, _ = maximize(_Lopsided(), ctx)
     assert space.from_unit(x[0]) == {"n": 6}  # rounding alone
-    x, value = maximize(_Lopsided(), replace(ctx, neighbours=space.neighbours))
+    x, value = maximize(_Lopsided(), replace(ctx, neighbours=space.neighbours_of))
     assert space.from_unit(x[0]) == {"n": 7}
     assert value == pytest.approx(float(_Lopsided()(x.unsqueeze(1))))
 
@@ -207,13 +207,13 @@ def test_maximize_never_returns_an_evaluated_or_busy_point_while_a_free_one_is_v
     ctx = make_ctx(
         None, X, torch.tensor([[0.0], [1.0], [0.5]]), busy=space.to_unit_batch([{"n": 7}])
     )
-    ctx = replace(ctx, round=space.round, neighbours=space.neighbours)
+    ctx = replace(ctx, round=space.round, neighbours=space.neighbours_of)
     x, value = maximize(_Lopsided(), ctx)
     assert space.from_unit(x[0]) == {"n": 8}
     full = Space({"n": Int(0, 2)})  # every value taken: the rounded peak (u = 0.63: n = 1)
     X = full.to_unit_batch([{"n": 0}, {"n": 1}, {"n": 2}])
     ctx = replace(
-        make_ctx(None, X, torch.zeros(3, 1)), round=full.round, neighbours=full.neighbours
+        make_ctx(None, X, torch.zeros(3, 1)), round=full.round, neighbours=full.neighbours_of
     )
     x, _ = maximize(_Lopsided(), ctx)
     assert full.from_unit(x[0]) == {"n": 1}  # for the proposer to replace

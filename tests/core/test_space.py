@@ -456,6 +456,25 @@ def test_neighbours_of_a_log_int_are_the_adjacent_integers() -> None:
     assert got == [36, 38]
 
 
+def test_neighbours_of_many_points_are_each_points_own_with_its_row() -> None:
+    space = Space({"n": Int(0, 10), "k": Int(1, 64, log=True), "x": Float(0.0, 1.0),
+                   "opt": Categorical(CHOICES)})  # fmt: skip
+    configs = [
+        {"n": 4, "k": 8, "x": 0.3, "opt": "adam"},
+        {"n": 10, "k": 1, "x": 0.9, "opt": "sgd"},
+        {"n": 4, "k": 8, "x": 0.3, "opt": "adam"},
+        {"n": 0, "k": 64, "x": 0.1, "opt": "sgd"},
+    ]
+    X = torch.stack([space.to_unit(c) for c in configs])  # fmt: skip
+    Y, owner = space.neighbours_of(X)
+    assert owner.dtype == torch.long and Y.shape[0] == owner.shape[0]
+    for i in range(len(configs)):  # the same points, in the same order, as one at a time
+        assert torch.equal(Y[owner == i], space.neighbours(X[i]))
+    assert int((owner == 0).sum()) == 2 + 2 + 2  # n and k one step each way, two other choices
+    empty, none = space.neighbours_of(X[:0])
+    assert empty.shape == (0, X.shape[1]) and none.shape == (0,)
+
+
 def test_neighbours_in_a_space_of_plain_reals_are_none() -> None:
     space = Space({"x": Float(0.0, 1.0), "lr": Float(1e-5, 1e-1, log=True)})
     assert space.neighbours(space.to_unit({"x": 0.2, "lr": 1e-3})).shape == (0, 2)
