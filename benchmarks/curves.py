@@ -34,6 +34,7 @@ Problems (``CURVE_PROBLEMS``), on the unit cube:
 Methods (``CURVE_METHODS``): ``auto`` (abo's default, every run to the end), ``auto+asha``
 and ``auto+median`` (with abo's stopping rules), ``auto+fidelity`` (the same ASHA, and the
 epochs a fidelity the strategy chooses, with the reports as observations at their steps),
+``auto+fidelity+curve`` (the same fidelity model, the learning-curve matching rule stopping),
 ``auto+hyperband`` and ``auto+curve`` (abo's Hyperband brackets and its learning-curve
 matching rule), ``aegis+asha``, ``aegis+hyperband`` and ``aegis+curve`` (the same rules under
 abo's ``aegis`` strategy, whose proposals explore more than ``auto``'s: a model with more
@@ -395,6 +396,9 @@ METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "auto+asha": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("asha", p)),
     "auto+median": lambda p, s, k: AboCurves(p, s, k, stopping="median"),
     "auto+fidelity": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("asha", p), fidelity=True),
+    "auto+fidelity+curve": lambda p, s, k: AboCurves(
+        p, s, k, stopping=_rule("curve", p), fidelity=True
+    ),
     "random+asha": lambda p, s, k: AboCurves(p, s, k, strategy="random", stopping=_rule("asha", p)),
     "auto+hyperband": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("hyperband", p)),
     "auto+curve": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("curve", p)),

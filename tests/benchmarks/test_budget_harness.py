@@ -73,6 +73,14 @@ def test_the_aegis_variants_propose_with_aegis_under_the_rule() -> None:
     assert run["stopped"] > 0 and run["trials"] == run["stopped"] + run["full"] + run["failed"]
 
 
+def test_the_fidelity_curve_variant_declares_the_steps_a_fidelity_and_stops_by_curve() -> None:
+    opt = curves.METHODS["auto+fidelity+curve"](curves.synthetic(), 0, 3)
+    assert opt.study.spec.fidelity["parameter"] == "epochs"
+    assert opt.study.spec.stopping["rule"] == "curve"
+    trial_id, _, steps = opt.ask(27)
+    assert steps == 27  # with a rule every run starts at the target
+
+
 def test_the_budget_report_marks_the_best_and_the_budget_to_reach_a_reference(
     tmp_path: Path,
 ) -> None:
