@@ -433,8 +433,23 @@ def simulate(method: str, task_name: str, k: int, budget: int, seed: int) -> dic
 
 
 def score_table(runs: Sequence[Mapping[str, Any]]) -> str:
-    """The suite's table (``benchmarks/real_report.py``), methods in ``REAL_METHODS``' order."""
-    return real_report.score_table(runs, REAL_METHODS)
+    """The suite's tables (``benchmarks/real_report.py``), methods in ``REAL_METHODS``' order:
+    one per worker count, and beside it, where some method ran fewer seeds of a task than the
+    others, the same table on the seeds every method ran of every task (the results page's)."""
+    parts = []
+    for k in sorted({r["k"] for r in runs}):
+        mine = [r for r in runs if r["k"] == k]
+        parts.append(f"k = {k}:\n\n{real_report.score_table(mine, REAL_METHODS)}")
+        ran: dict[tuple[str, str], set[int]] = {}
+        for r in mine:
+            ran.setdefault((r["method"], r["problem"]), set()).add(int(r["seed"]))
+        common = set.intersection(*ran.values())
+        if common and any(seeds != common for seeds in ran.values()):
+            shared = [r for r in mine if int(r["seed"]) in common]
+            seeds = ", ".join(str(s) for s in sorted(common))
+            parts.append(f"k = {k}, seeds {seeds} alone (those every method ran of every task):"
+                         f"\n\n{real_report.score_table(shared, REAL_METHODS)}")  # fmt: skip
+    return "\n\n".join(parts)
 
 
 Cell = tuple[str, str, int, int, int]  # method, task, k, budget, seed

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from benchmarks import real_report as rr
+from benchmarks import real_tasks as rt
 
 
 def _run(method: str, seed: int, final: float, problem: str = "t") -> dict[str, Any]:
@@ -42,3 +43,17 @@ def test_the_table_marks_the_best_the_tied_and_who_beats_the_bar() -> None:
     assert rows["best or tied (cells)"][:2] == ["1 / 1", "0 / 1"]
     assert rows["vs ax: better / worse"][:3] == ["1 / 0", "(bar)", "0 / 1"]
     assert rows["seeds"][0] == "8"
+
+
+def test_the_suite_has_one_table_per_worker_count_and_one_of_the_common_seeds() -> None:
+    runs = [{**_run(m, s, 0.5 - 0.1 * (m == "auto") + 0.01 * s), "k": k}
+            for k in (4, 16) for m in ("random", "auto", "hebo") for s in range(4)
+            if not (m == "hebo" and (k == 16 or s > 1))]  # fmt: skip
+    text = rt.score_table(runs)
+    heads = [line for line in text.splitlines() if line.startswith("k = ")]
+    assert heads == ["k = 4:", "k = 4, seeds 0, 1 alone (those every method ran of every task):",
+                     "k = 16:"]  # fmt: skip
+    tables = text.split("k = ")[1:]
+    assert "hebo" in tables[0] and "hebo" in tables[1] and "hebo" not in tables[2]
+    seeds = [line for line in tables[1].splitlines() if line.startswith("| seeds")]
+    assert seeds == ["| seeds | | 2 | 2 | 2 |"]  # auto, random and hebo on seeds 0-1 alone
