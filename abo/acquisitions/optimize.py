@@ -187,20 +187,23 @@ def climb(
         top = valid[scores.topk(min(n_valid, scores.numel())).indices]
         C = torch.unique(torch.cat([ctx.round(ends.reshape(-1, ends.shape[-1])), top]), dim=0)
         V = _valid_values(acq, C, taken)
+        moving = torch.arange(C.shape[0])  # a point that did not move has no better neighbour
         for _ in range(CLIMB_MOVES):
-            near, owner = ctx.neighbours(C)  # every point's moves in one call
+            near, owner = ctx.neighbours(C[moving])  # the moving points' moves in one call
             ok = ((near >= lo) & (near <= hi)).all(dim=-1) & ctx.satisfies(near)
-            near, owner = near[ok], owner[ok]
+            near, owner = near[ok], moving[owner[ok]]
             if not near.shape[0]:
                 break
             values = _valid_values(acq, near, taken)
-            moved = False
-            for i in range(C.shape[0]):
+            moved = []
+            for i in moving.tolist():
                 n, v = near[owner == i], values[owner == i]
                 if v.numel() and bool(v.max() > V[i]):
-                    C[i], V[i], moved = n[v.argmax()], v.max(), True
+                    C[i], V[i] = n[v.argmax()], v.max()
+                    moved.append(i)
             if not moved:
                 break
+            moving = torch.tensor(moved)
     best = int(V.argmax())
     if torch.isinf(V[best]):  # every end and its neighbours taken
         return ctx.round(ends[int(relaxed.argmax())]), float(relaxed.max())
