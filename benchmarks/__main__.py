@@ -117,6 +117,9 @@ def _grid(args: argparse.Namespace) -> int:
                 folder = f"{args.out}/by-time"
                 print(budget_report.write(timed, "times", "simulated time", folder, clock,
                                           reference=reference))  # fmt: skip
+            if reference and hasattr(module, "PAGE_COLUMNS"):  # the results page's table
+                print(budget_report.summary_table(runs, x_key, reference, module.PAGE_COLUMNS,
+                                                  "trainer, k"))  # fmt: skip
         if hasattr(module, "score_table"):
             print(module.score_table(runs))
         return 0

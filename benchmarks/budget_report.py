@@ -101,6 +101,53 @@ def cell_table(
     return lines
 
 
+def _median_text(value: float) -> str:
+    return "-12" if value <= -12 else ("inf" if value >= 90 else f"{value:.2f}")
+
+
+def summary_table(runs: Sequence[Mapping[str, Any]], x_key: str, reference: str,
+                  columns: Sequence[str], label: str = "problem, k") -> str:  # fmt: skip
+    """One row per problem and worker count: each of ``columns``' median log10 regret at a
+    quarter / a half / all of the budget (**bold**: the best median of every method in the
+    cell; ↓: significantly worse than it, as in ``cell_table``), each but ``reference`` with
+    the share of the budget it needed to reach ``reference``'s final regret (``-``: not in half
+    the seeds); and the best of the other methods at the end. The results page's table."""
+    others_head = "best other method at the end"
+    lines = [f"| {label} | " + " | ".join(f"`{c}`" for c in columns) + f" | {others_head} |",
+             "|---|" + "---|" * (len(columns) + 1)]  # fmt: skip
+    for (problem, k), members in sorted(_cells(runs).items()):
+        medians: dict[float, dict[str, float]] = {}
+        marks: dict[float, dict[str, str]] = {}
+        for f in FRACTIONS:
+            values = {m: {r["seed"]: log_regret(regret_at(r, x_key, f * r["budget"]))
+                          for r in rs} for m, rs in members.items()}  # fmt: skip
+            medians[f] = {m: float(np.median(list(v.values()))) for m, v in values.items()}
+            marks[f] = mark_best(values)
+        finals = {r["seed"]: r["regret"][-1] for r in members.get(reference, [])}
+        row = [f"{problem}, {k}"]
+        for m in columns:
+            if m not in members:
+                row.append("")
+                continue
+            parts = []
+            for f in FRACTIONS:
+                text = _median_text(medians[f][m])
+                mark = marks[f].get(m, "")
+                parts.append(f"**{text}**" if mark == "best" else text + ("↓" if not mark else ""))
+            cell = " / ".join(parts)
+            if m != reference:
+                shares = [needed(r, x_key, finals.get(r["seed"])) for r in members[m]]
+                got = [s for s in shares if s is not None]
+                share = np.median([s if s is not None else np.inf for s in shares])
+                cell += f" · {share:.2f}" if len(got) * 2 > len(shares) else " · -"
+            row.append(cell)
+        rest = {m: v for m, v in medians[1.0].items() if m not in columns}
+        best = min(rest, key=lambda m: (rest[m], m)) if rest else None
+        row.append(f"`{best}` {_median_text(rest[best])}" if best else "")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def plot_cell(members: Mapping[str, list[Mapping[str, Any]]], x_key: str, xlabel: str,
               title: str, path: Path) -> None:  # fmt: skip
     """Median log10 regret against the budget used, with quartile bands, per method."""

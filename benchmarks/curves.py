@@ -391,6 +391,9 @@ def _rule(name: str, problem: CurveProblem) -> dict[str, Any]:
     return {"rule": name, "max_step": problem.max_step}
 
 
+PAGE_COLUMNS = ("auto", "auto+asha", "auto+hyperband", "auto+curve", "aegis+asha", "auto+fidelity")
+"""The methods of the results page's real-curves table (``budget_report.summary_table``)."""
+
 METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "auto": lambda p, s, k: AboCurves(p, s, k),
     "auto+asha": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("asha", p)),

@@ -97,6 +97,25 @@ def test_the_budget_report_marks_the_best_and_the_budget_to_reach_a_reference(
     assert (tmp_path / "p-k4.png").stat().st_size > 0
 
 
+def test_the_summary_table_has_the_page_s_columns_marks_shares_and_best_other() -> None:
+    def record(method: str, seed: int, regrets: list[float]) -> dict:
+        steps = [10 * (i + 1) for i in range(len(regrets))]
+        return {"method": method, "problem": "p", "k": 4, "budget": 40, "seed": seed,
+                "steps": steps, "regret": regrets}  # fmt: skip
+
+    runs = [record("slow", s, [1.0, 0.5, 0.2, 0.1 + 0.001 * s]) for s in range(8)]
+    runs += [record("fast", s, [0.2, 0.1, 0.01, 0.01]) for s in range(8)]
+    runs += [record("peer", s, [1.0, 1.0, 0.0, 0.0]) for s in range(8)]  # regret 0: -12
+    text = budget_report.summary_table(runs, "steps", "slow", ["slow", "fast"], "trainer, k")
+    head, _, row = text.splitlines()
+    assert head == "| trainer, k | `slow` | `fast` | best other method at the end |"
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[0] == "p, 4"
+    assert cells[1] == "0.00↓ / -0.30↓ / -0.99↓"  # the slow one, significantly behind each time
+    assert cells[2] == "**-0.70** / **-1.00** / -2.00↓ · 0.50"  # 0.1 reached at 20 of 40 steps
+    assert cells[3] == "`peer` -12"
+
+
 def test_against_time_measures_each_cell_by_its_reference_s_median_end_time() -> None:
     def record(method: str, k: int, seed: int, times: list[float]) -> dict:
         return {"method": method, "problem": "p", "k": k, "budget": 30, "seed": seed,
