@@ -37,7 +37,8 @@ for ``BOTorch``, 6 for ``BORE``; HEBO: the parameters plus one, Sobol).
 ``auto``'s two members alone, with the default's output transform), ``auto-raw`` (the
 default without that transform) and ``auto+search`` (the default with a larger acquisition
 search: 1,024 raw samples and 20 restarts, as Ax's) and ``auto+rbf`` (the default with
-BoTorch's RBF kernel, Ax's, in place of Matern-5/2), the candidates a change to the default is
+BoTorch's RBF kernel, Ax's, in place of Matern-5/2) and ``auto+warp`` (every input warped by
+a learned Kumaraswamy CDF, HEBO's input warping), the candidates a change to the default is
 measured by.
 
 A run records after each completion the evaluations completed and the best loss so far
@@ -282,11 +283,26 @@ class Abo:
         self.study.tell(handle, value)
 
 
-class AboRBF(Abo):
-    """The default with BoTorch's RBF kernel (Ax's) in place of abo's Matern-5/2, same
-    lengthscale prior and floor: the kernel is swapped in ``abo.model.surrogate`` for the
+class _Swapped(Abo):
+    """The default with one piece of ``abo.model.surrogate`` swapped (``_swapped``) for the
     length of each ask and tell only (the benchmark asks without a pace, so every fit runs
-    synchronously inside them), so other runs in the same process keep the Matern kernel."""
+    synchronously inside them), so other runs in the same process keep the default's."""
+
+    def _swapped(self) -> Any:
+        raise NotImplementedError
+
+    def ask(self) -> tuple[Any, dict[str, Any]]:
+        with self._swapped():
+            return super().ask()
+
+    def tell(self, handle: Any, value: float) -> None:
+        with self._swapped():
+            super().tell(handle, value)
+
+
+class AboRBF(_Swapped):
+    """The default with BoTorch's RBF kernel (Ax's) in place of abo's Matern-5/2, same
+    lengthscale prior and floor."""
 
     def _swapped(self) -> Any:
         from unittest import mock
@@ -300,13 +316,31 @@ class AboRBF(Abo):
 
         return mock.patch.object(surrogate, "MaternKernel", rbf)
 
-    def ask(self) -> tuple[Any, dict[str, Any]]:
-        with self._swapped():
-            return super().ask()
 
-    def tell(self, handle: Any, value: float) -> None:
-        with self._swapped():
-            super().tell(handle, value)
+class AboWarp(_Swapped):
+    """The default with every input warped by a learned Kumaraswamy CDF after the unit
+    ``Normalize`` (BoTorch's ``Warp``, with its documented log-normal priors on the two
+    concentrations; HEBO's input warping), for non-stationary losses: a learning rate whose
+    loss changes fast at one end of its range and slowly at the other."""
+
+    def _swapped(self) -> Any:
+        from unittest import mock
+
+        from botorch.models.transforms.input import ChainedInputTransform, Normalize, Warp
+        from gpytorch.priors import LogNormalPrior
+
+        import abo.model.surrogate as surrogate
+
+        def warped(d: int, bounds: Any) -> ChainedInputTransform:
+            prior = (0.0, 0.75**0.5)
+            return ChainedInputTransform(
+                normalize=Normalize(d=d, bounds=bounds),
+                warp=Warp(d=d, indices=list(range(d)), bounds=bounds,
+                          concentration1_prior=LogNormalPrior(*prior),
+                          concentration0_prior=LogNormalPrior(*prior)),
+            )  # fmt: skip
+
+        return mock.patch.object(surrogate, "Normalize", warped)
 
 
 class Optuna:
@@ -385,6 +419,7 @@ VARIANTS: dict[str, Callable[[Task, int, int], Any]] = {
         task, seed, k, strategy_options={"raw_samples": 1024, "num_restarts": 20}
     ),
     "auto+rbf": lambda task, seed, k: AboRBF(task, seed, k),  # Ax's kernel (BoTorch's RBF)
+    "auto+warp": lambda task, seed, k: AboWarp(task, seed, k),  # HEBO's input warping
 }
 METHODS.update(VARIANTS)
 

@@ -57,3 +57,22 @@ def test_the_rbf_variant_swaps_the_kernel_for_its_asks_only() -> None:
     handle, params = opt.ask()
     opt.tell(handle, rt.TASKS["enet-diabetes"].loss(params))
     assert surrogate.MaternKernel is MaternKernel  # restored after the ask and the tell
+
+
+def test_the_warp_variant_warps_every_input_for_its_asks_only() -> None:
+    import torch
+    from botorch.models.transforms.input import ChainedInputTransform, Normalize, Warp
+
+    from abo.model import surrogate
+
+    X, Y = torch.rand(6, 3, dtype=torch.double), torch.rand(6, 1, dtype=torch.double)
+    opt = rt.METHODS["auto+warp"](rt.TASKS["enet-diabetes"], 0, 4)
+    with opt._swapped():
+        inside = surrogate._build(X, Y, "auto").input_transform
+    outside = surrogate._build(X, Y, "auto").input_transform
+    assert isinstance(inside, ChainedInputTransform) and type(outside) is Normalize
+    warp = inside["warp"]
+    assert isinstance(warp, Warp) and warp.indices.tolist() == [0, 1, 2]
+    handle, params = opt.ask()
+    opt.tell(handle, rt.TASKS["enet-diabetes"].loss(params))
+    assert surrogate.Normalize is Normalize  # restored after the ask and the tell
