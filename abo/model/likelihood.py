@@ -7,8 +7,10 @@ multivariate normal, and the input and outcome transforms' checks: about 4 ms pe
 the same function as some twenty torch operations on the same parameters, with the log
 density's gradient in closed form (``GaussianLogDensity``) and the priors' densities written
 out (``log_prior``): the same values and gradients to rounding (tested), a fit in 0.4-0.7x the
-time. Models of any other shape (a warm start's prior mean), and data larger than GPyTorch
-factorises exactly, return ``None`` and keep BoTorch's own closure.
+time. Inputs warped by a learned Kumaraswamy CDF after the unit ``Normalize`` (BoTorch's
+``Warp``, HEBO's input warping) are warped inside the same function, their concentrations
+fitted with the rest. Models of any other shape (a warm start's prior mean), and data larger
+than GPyTorch factorises exactly, return ``None`` and keep BoTorch's own closure.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, cast
 import torch
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
+from botorch.models.transforms.input import ChainedInputTransform, Warp
 from gpytorch import settings
 from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
@@ -42,11 +45,25 @@ def unit_normalize(tf: object) -> bool:
     return bool((lo == 0).all() and (hi == 1).all())
 
 
+def unit_warp(tf: object) -> Warp | None:
+    """The ``Warp`` of an input transform that is a unit ``Normalize`` followed by a warp of
+    unit-cube inputs (no batch of warps, not reversed), else ``None``."""
+    if not isinstance(tf, ChainedInputTransform) or len(tf) != 2:
+        return None
+    first, warp = tf.values()
+    if not unit_normalize(first) or type(warp) is not Warp or warp.reverse:
+        return None
+    if len(warp.batch_shape) or not unit_normalize(warp._normalize):
+        return None
+    return warp if warp.transform_on_train else None
+
+
 def supported(mll: ExactMarginalLogLikelihood) -> bool:
     """Whether ``loss`` computes this marginal likelihood: a single-output ``SingleTaskGP``
     with a constant mean, a scaled Matern-5/2 kernel on every input, a Gaussian likelihood
     (learned and homoskedastic, or fixed per point: the failure classifier's),
-    ``Standardize`` and a unit ``Normalize`` (abo's GP, ``abo.model.surrogate``), on as many
+    ``Standardize`` and a unit ``Normalize``, warped or not (``unit_warp``; abo's GP,
+    ``abo.model.surrogate``), on as many
     observations as GPyTorch factorises exactly (``max_cholesky_size``, 800: above it
     GPyTorch approximates the likelihood by conjugate gradients, and so would the fit)."""
     model = mll.model
@@ -56,6 +73,7 @@ def supported(mll: ExactMarginalLogLikelihood) -> bool:
     base = getattr(kernel, "base_kernel", None)
     if type(kernel) is not ScaleKernel or not isinstance(base, MaternKernel):
         return False
+    inputs = getattr(model, "input_transform", None)
     return (
         type(model.likelihood) in (GaussianLikelihood, FixedNoiseGaussianLikelihood)
         and type(model.mean_module) is ConstantMean
@@ -64,7 +82,9 @@ def supported(mll: ExactMarginalLogLikelihood) -> bool:
         and base.active_dims is None
         and kernel.active_dims is None
         and isinstance(getattr(model, "outcome_transform", None), Standardize)
-        and unit_normalize(getattr(model, "input_transform", None))
+        # a warp's inputs are the raw ones only in training mode (BoTorch then warps them in
+        # the model's forward; in eval mode it stores them warped)
+        and (unit_normalize(inputs) or (unit_warp(inputs) is not None and model.training))
         and model.train_inputs[0].dim() == 2
         and model.train_targets.dim() == 1
         and model.train_targets.shape[-1] <= settings.max_cholesky_size.value()
@@ -127,6 +147,7 @@ def loss(mll: ExactMarginalLogLikelihood) -> Callable[[], Tensor] | None:
     X = model.train_inputs[0]
     y = model.train_targets
     n = y.shape[-1]
+    warp = unit_warp(model.input_transform)
     centred = X - X.mean(dim=0)  # as GPyTorch's kernels do, for accuracy; fixed in the fit
     diagonal = torch.eye(n, dtype=torch.bool, device=X.device)
     kernel = model.covar_module
@@ -138,7 +159,11 @@ def loss(mll: ExactMarginalLogLikelihood) -> Callable[[], Tensor] | None:
     constant = 0.5 * n * math.log(2.0 * math.pi)
 
     def forward() -> Tensor:
-        Z = centred / base.lengthscale.reshape(-1)
+        if warp is None:
+            Z = centred / base.lengthscale.reshape(-1)
+        else:  # the warp moves with its concentrations: warped and centred at every step
+            W = warp.transform(X)
+            Z = (W - W.mean(dim=0)) / base.lengthscale.reshape(-1)
         norms = Z.pow(2).sum(-1)
         # squared distances by one matrix product (n x n memory, not n x n x d), exactly
         # zero on the diagonal; the clamp keeps the square root's gradient finite at r = 0

@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 from botorch.models import SingleTaskGP
+from botorch.models.transforms import Normalize
+from botorch.models.transforms.input import ChainedInputTransform, Warp
 from botorch.optim.closures import ForwardBackwardClosure, get_loss_closure_with_grads
 from botorch.optim.utils import get_parameters
 from gpytorch import settings
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.priors import LogNormalPrior
 
 import abo.model.surrogate
 from abo.model.likelihood import loss
@@ -101,3 +104,44 @@ def test_a_fit_lands_where_botorchs_closure_lands(
         reference.named_parameters(), direct.named_parameters(), strict=True
     ):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def _warped(d: int, bounds: torch.Tensor) -> ChainedInputTransform:
+    """abo's unit ``Normalize`` followed by BoTorch's ``Warp`` (HEBO's input warping)."""
+    return ChainedInputTransform(
+        normalize=Normalize(d=d, bounds=bounds),
+        warp=Warp(d=d, indices=list(range(d)), bounds=bounds,
+                  concentration1_prior=LogNormalPrior(0.0, 0.75**0.5),
+                  concentration0_prior=LogNormalPrior(0.0, 0.75**0.5)),
+    )  # fmt: skip
+
+
+def test_inputs_warped_by_a_learned_kumaraswamy_cdf_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(abo.model.surrogate, "Normalize", _warped)
+    X, Y = _data()
+    model = _build(X, Y, "auto")
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    mll.train()
+    warp = model.input_transform["warp"]
+    for step in range(2):  # at the identity warp, then at a warp that bends every input
+        (v0, g0), (v1, g1) = _both(mll)
+        assert v1 == pytest.approx(v0, rel=1e-10, abs=1e-12)
+        assert len(g0) == len(g1) >= 5  # the two concentrations' gradients among them
+        for a, b in zip(g0, g1, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-8, atol=1e-10)
+        if step == 0:
+            with torch.no_grad():
+                warp.concentration0.copy_(torch.tensor([0.5, 2.0, 1.3]))
+                warp.concentration1.copy_(torch.tensor([1.7, 0.6, 1.0]))
+    mll.eval()  # there BoTorch stores the inputs warped: the direct loss would warp them twice
+    assert loss(mll) is None
+
+
+def test_a_warp_of_other_inputs_keeps_botorchs_closure() -> None:
+    X, Y = _data()
+    model = _build(X, Y, "auto")
+    bounds = torch.stack([torch.zeros(3), 2 * torch.ones(3)]).to(X)  # not the unit cube
+    model.input_transform = _warped(3, bounds)
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    mll.train()
+    assert loss(mll) is None

@@ -56,7 +56,7 @@ def test_abo_serve_runs_its_proposal_rounds_on_the_cluster(tmp_path: Path) -> No
     from tests.service.conftest import Server
 
     with LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster:
         worker = next(iter(cluster.scheduler_info["workers"]))
         args = ("--dask-scheduler", cluster.scheduler_address)
@@ -87,7 +87,7 @@ def test_optimize_makes_its_proposals_on_the_cluster_it_is_given(tmp_path: Path)
     study = abo.create_study(SPACE, storage=f"sqlite:///{tmp_path / 'o.db'}", seed=1,
                              strategy="thompson", n_initial=3)  # fmt: skip
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:  # fmt: skip
+                      dashboard_address=":0") as cluster:  # fmt: skip
         worker = next(iter(cluster.scheduler_info["workers"]))
         with ThreadExecutor(2) as evaluations:
             result = study.optimize(objective, n_trials=8, executor=evaluations,
@@ -114,7 +114,7 @@ def test_a_study_file_sends_its_proposals_to_the_cluster_it_names(tmp_path: Path
 
     (tmp_path / "objective.py").write_text("def f(p):\n    return (p['x'] - 0.3) ** 2\n")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:  # fmt: skip
+                      dashboard_address=":0") as cluster:  # fmt: skip
         worker = next(iter(cluster.scheduler_info["workers"]))
         (tmp_path / "study.toml").write_text(
             '[study]\nname = "far"\nstorage = "sqlite:///far.db"\nstrategy = "thompson"\n'
