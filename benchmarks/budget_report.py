@@ -69,6 +69,16 @@ def _fmt(values: Sequence[float]) -> str:
     return f"{shown[1]} [{shown[0]}, {shown[2]}]"
 
 
+def share_text(runs: Sequence[Mapping[str, Any]], x_key: str, finals: Mapping[int, float]) -> str:
+    """The median share of the budget ``runs`` needed to reach their seed's ``finals`` regret,
+    or ``-`` when fewer than half of them got there."""
+    shares = [needed(r, x_key, finals.get(r["seed"])) for r in runs]
+    got = [s for s in shares if s is not None]
+    if len(got) * 2 <= len(shares):
+        return "-"
+    return f"{np.median([s if s is not None else np.inf for s in shares]):.2f}"
+
+
 def cell_table(
     members: Mapping[str, list[Mapping[str, Any]]], x_key: str, reference: str | None
 ) -> list[str]:
@@ -93,10 +103,7 @@ def cell_table(
             text = _fmt(list(values[m].values()))
             row.append({"best": f"**{text}**", "tied": f"*{text}*"}.get(mark.get(m, ""), text))
         if reference:
-            shares = [needed(r, x_key, finals.get(r["seed"])) for r in members[m]]
-            got = sorted(s for s in shares if s is not None)
-            row.append(f"{np.median([s if s is not None else np.inf for s in shares]):.2f}"
-                       if len(got) * 2 > len(shares) else "-")  # fmt: skip
+            row.append(share_text(members[m], x_key, finals))
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -136,10 +143,7 @@ def summary_table(runs: Sequence[Mapping[str, Any]], x_key: str, reference: str,
                 parts.append(f"**{text}**" if mark == "best" else text + ("↓" if not mark else ""))
             cell = " / ".join(parts)
             if m != reference:
-                shares = [needed(r, x_key, finals.get(r["seed"])) for r in members[m]]
-                got = [s for s in shares if s is not None]
-                share = np.median([s if s is not None else np.inf for s in shares])
-                cell += f" · {share:.2f}" if len(got) * 2 > len(shares) else " · -"
+                cell += " · " + share_text(members[m], x_key, finals)
             row.append(cell)
         rest = {m: v for m, v in medians[1.0].items() if m not in columns}
         best = min(rest, key=lambda m: (rest[m], m)) if rest else None
