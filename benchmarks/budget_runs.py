@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -57,14 +57,20 @@ def run(todo: Sequence[Cell], out: str | Path, execute: Callable[[Cell], dict[st
     say(f"{len(left)} runs to do ({len(todo) - len(left)} already in {out})")
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     if processes <= 1:
-        results: Any = (execute(c) for c in left)
-    else:
-        pool = ProcessPoolExecutor(max_workers=processes)
-        results = (f.result() for f in as_completed([pool.submit(execute, c) for c in left]))
+        _record((execute(c) for c in left), out, len(left), say)
+    else:  # shut down before returning: a pool left to the interpreter's exit can fail there
+        with ProcessPoolExecutor(max_workers=processes) as pool:
+            futures = as_completed([pool.submit(execute, c) for c in left])
+            _record((f.result() for f in futures), out, len(left), say)
+    return len(left)
+
+
+def _record(results: Iterable[dict[str, Any]], out: str | Path, n: int,
+            say: Callable[[str], None]) -> None:  # fmt: skip
+    """Append each run's record to ``out`` as it comes, and say so."""
     for i, record in enumerate(results, 1):
         with open(out, "a") as f:
             f.write(json.dumps(record) + "\n")
         said = f"{record['method']} {record['problem']} k={record['k']} seed={record['seed']}"
-        say(f"[{i}/{len(left)}] {said}: final regret {record['regret'][-1]}, "
+        say(f"[{i}/{n}] {said}: final regret {record['regret'][-1]}, "
             f"{record['wall_seconds']:.0f} s")  # fmt: skip
-    return len(left)
