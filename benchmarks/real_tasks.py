@@ -343,6 +343,38 @@ class AboWarp(_Swapped):
         return mock.patch.object(surrogate, "Normalize", warped)
 
 
+class AboWarpFloats(AboWarp):
+    """``AboWarp`` on the real-valued parameters' coordinates only: integers (rounded after
+    the search) and categoricals (one-hot) keep their plain encoding (HEBO warps its numeric
+    parameters and one-hot encodes its categorical ones)."""
+
+    def _swapped(self) -> Any:
+        from unittest import mock
+
+        from botorch.models.transforms.input import ChainedInputTransform, Normalize, Warp
+        from gpytorch.priors import LogNormalPrior
+
+        import abo
+        import abo.model.surrogate as surrogate
+
+        space = self.study.spec.space
+        floats = [space._slices[name].start for name, p in space.items()
+                  if isinstance(p, abo.Float)]  # fmt: skip
+
+        def warped(d: int, bounds: Any) -> Any:
+            if not floats or d != space.dim:  # another GP (a region's, a fidelity's): plain
+                return Normalize(d=d, bounds=bounds)
+            prior = (0.0, 0.75**0.5)
+            return ChainedInputTransform(
+                normalize=Normalize(d=d, bounds=bounds),
+                warp=Warp(d=d, indices=floats, bounds=bounds,
+                          concentration1_prior=LogNormalPrior(*prior),
+                          concentration0_prior=LogNormalPrior(*prior)),
+            )  # fmt: skip
+
+        return mock.patch.object(surrogate, "Normalize", warped)
+
+
 class Optuna:
     """An Optuna sampler: define-by-run (TPE: only the active parameters) or on the flat
     space (GP, CMA-ES: every parameter suggested, the inactive ones dropped before the
@@ -420,6 +452,7 @@ VARIANTS: dict[str, Callable[[Task, int, int], Any]] = {
     ),
     "auto+rbf": lambda task, seed, k: AboRBF(task, seed, k),  # Ax's kernel (BoTorch's RBF)
     "auto+warp": lambda task, seed, k: AboWarp(task, seed, k),  # HEBO's input warping
+    "auto+warp-floats": lambda task, seed, k: AboWarpFloats(task, seed, k),  # of floats only
 }
 METHODS.update(VARIANTS)
 

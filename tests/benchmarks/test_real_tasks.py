@@ -76,3 +76,22 @@ def test_the_warp_variant_warps_every_input_for_its_asks_only() -> None:
     handle, params = opt.ask()
     opt.tell(handle, rt.TASKS["enet-diabetes"].loss(params))
     assert surrogate.Normalize is Normalize  # restored after the ask and the tell
+
+
+def test_the_float_warp_variant_warps_the_real_valued_coordinates_only() -> None:
+    import torch
+    from botorch.models.transforms.input import Normalize
+
+    from abo.model import surrogate
+
+    task = rt.TASKS["svm-cancer"]  # C, kernel (3 one-hot columns), gamma, degree, coef0
+    opt = rt.METHODS["auto+warp-floats"](task, 0, 4)
+    X, Y = torch.rand(6, 7, dtype=torch.double), torch.rand(6, 1, dtype=torch.double)
+    with opt._swapped():
+        inside = surrogate._build(X, Y, "auto").input_transform
+        other = surrogate._build(X[:, :3], Y, "auto").input_transform  # not the space's GP
+    assert inside["warp"].indices.tolist() == [0, 4, 6]  # C, gamma, coef0
+    assert type(other) is Normalize
+    handle, params = opt.ask()
+    opt.tell(handle, task.loss(params))
+    assert surrogate.Normalize is Normalize
