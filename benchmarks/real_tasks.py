@@ -323,6 +323,10 @@ class AboWarp(_Swapped):
     concentrations; HEBO's input warping), for non-stationary losses: a learning rate whose
     loss changes fast at one end of its range and slowly at the other."""
 
+    def _indices(self, d: int) -> list[int]:
+        """The coordinates to warp in a GP of ``d`` inputs (none: a plain ``Normalize``)."""
+        return list(range(d))
+
     def _swapped(self) -> Any:
         from unittest import mock
 
@@ -331,11 +335,14 @@ class AboWarp(_Swapped):
 
         import abo.model.surrogate as surrogate
 
-        def warped(d: int, bounds: Any) -> ChainedInputTransform:
+        def warped(d: int, bounds: Any) -> Any:
+            indices = self._indices(d)
+            if not indices:
+                return Normalize(d=d, bounds=bounds)
             prior = (0.0, 0.75**0.5)
             return ChainedInputTransform(
                 normalize=Normalize(d=d, bounds=bounds),
-                warp=Warp(d=d, indices=list(range(d)), bounds=bounds,
+                warp=Warp(d=d, indices=indices, bounds=bounds,
                           concentration1_prior=LogNormalPrior(*prior),
                           concentration0_prior=LogNormalPrior(*prior)),
             )  # fmt: skip
@@ -348,31 +355,14 @@ class AboWarpFloats(AboWarp):
     the search) and categoricals (one-hot) keep their plain encoding (HEBO warps its numeric
     parameters and one-hot encodes its categorical ones)."""
 
-    def _swapped(self) -> Any:
-        from unittest import mock
-
-        from botorch.models.transforms.input import ChainedInputTransform, Normalize, Warp
-        from gpytorch.priors import LogNormalPrior
-
+    def _indices(self, d: int) -> list[int]:
         import abo
-        import abo.model.surrogate as surrogate
 
         space = self.study.spec.space
-        floats = [space._slices[name].start for name, p in space.items()
-                  if isinstance(p, abo.Float)]  # fmt: skip
-
-        def warped(d: int, bounds: Any) -> Any:
-            if not floats or d != space.dim:  # another GP (a region's, a fidelity's): plain
-                return Normalize(d=d, bounds=bounds)
-            prior = (0.0, 0.75**0.5)
-            return ChainedInputTransform(
-                normalize=Normalize(d=d, bounds=bounds),
-                warp=Warp(d=d, indices=floats, bounds=bounds,
-                          concentration1_prior=LogNormalPrior(*prior),
-                          concentration0_prior=LogNormalPrior(*prior)),
-            )  # fmt: skip
-
-        return mock.patch.object(surrogate, "Normalize", warped)
+        if d != space.dim:  # another GP (a region's, a fidelity's): plain
+            return []
+        return [space._slices[name].start for name, p in space.items()
+                if isinstance(p, abo.Float)]  # fmt: skip
 
 
 class Optuna:
