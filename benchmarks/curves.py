@@ -405,6 +405,7 @@ METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     "random+asha": lambda p, s, k: AboCurves(p, s, k, strategy="random", stopping=_rule("asha", p)),
     "auto+hyperband": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("hyperband", p)),
     "auto+curve": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("curve", p)),
+    "auto+predict": lambda p, s, k: AboCurves(p, s, k, stopping=_rule("predict", p)),
     "aegis+asha": lambda p, s, k: AboCurves(p, s, k, strategy="aegis", stopping=_rule("asha", p)),
     "aegis+hyperband": lambda p, s, k: AboCurves(
         p, s, k, strategy="aegis", stopping=_rule("hyperband", p)
@@ -418,6 +419,9 @@ METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
     ),
     "random+curve": lambda p, s, k: AboCurves(
         p, s, k, strategy="random", stopping=_rule("curve", p)
+    ),
+    "random+predict": lambda p, s, k: AboCurves(
+        p, s, k, strategy="random", stopping=_rule("predict", p)
     ),
     "tpe+hyperband": lambda p, s, k: OptunaCurves(p, s, k, "hyperband"),
     "tpe+sh": lambda p, s, k: OptunaCurves(p, s, k, "sh"),

@@ -52,7 +52,9 @@ def test_curves_stop_diverge_and_only_full_runs_are_results() -> None:
     assert pruned["stopped"] > 0
 
 
-@pytest.mark.parametrize("method", ["random+hyperband", "random+curve", "tpe+median"])
+@pytest.mark.parametrize(
+    "method", ["random+hyperband", "random+curve", "random+predict", "tpe+median"]
+)
 def test_the_new_rules_stop_some_runs_and_the_best_by_last_report_counts_stopped_runs(
     method: str,
 ) -> None:

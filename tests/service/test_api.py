@@ -610,6 +610,17 @@ def test_reports_answer_stop_or_continue_and_bad_ones_change_nothing(
     curve = make_study(api, study_name + "-c", stopping="curve")["spec"]["stopping"]
     assert curve == {"rule": "curve", "min_curves": 4, "neighbours": 5, "warmup_steps": 0.0,
                      "max_step": None}  # fmt: skip
+    predict = {"rule": "predict", "probability": 0.1}
+    made = make_study(api, study_name + "-p", stopping=predict)["spec"]["stopping"]
+    assert made == {"rule": "predict", "probability": 0.1, "min_curves": 6,
+                    "warmup_steps": 0.0, "max_step": None}  # fmt: skip
+    bad_chance = api.post(
+        "/studies",
+        json={"name": study_name + "-q", "space": SPACE.to_json(),
+              "stopping": {"rule": "predict", "probability": 1.5}},
+    )  # fmt: skip
+    assert bad_chance.status_code == 422
+    assert bad_chance.json()["error"]["field"] == "stopping.probability"
     bands = {"rule": "hyperband", "max_step": 27, "brackets": 0}
     bad_setting = api.post(
         "/studies", json={"name": study_name + "-h", "space": SPACE.to_json(), "stopping": bands}

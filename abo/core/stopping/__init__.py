@@ -15,6 +15,8 @@ deterministic given the order in which reports arrive.
 * ``"median"``: the median stopping rule (``median.MedianRule``).
 * ``"curve"``: learning-curve matching, stopping a run whose likely end cannot beat the best
   end so far (``extrapolation.CurveRule``).
+* ``"predict"``: learning-curve prediction, stopping a run whose predicted end (with its
+  uncertainty) is unlikely to beat the best end so far (``prediction.PredictRule``).
 
 Spelled ``stopping="asha"`` (the defaults) or ``stopping={"rule": "asha", "min_step": 1,
 "reduction_factor": 3}`` in Python, TOML and HTTP alike.
@@ -35,6 +37,7 @@ from abo.core.exceptions import AboError
 from abo.core.stopping.base import FIELD, Decision, StoppingRule
 from abo.core.stopping.extrapolation import CurveRule
 from abo.core.stopping.median import MedianRule
+from abo.core.stopping.prediction import PredictRule
 from abo.core.stopping.rungs import ASHA, PASHA, Hyperband
 
 __all__ = [
@@ -46,13 +49,15 @@ __all__ = [
     "Hyperband",
     "MedianRule",
     "PASHA",
+    "PredictRule",
     "StoppingRule",
     "make_rule",
     "parse_stopping",
 ]
 
 RULES: dict[str, Any] = {"asha": ASHA, "hyperband": Hyperband, "pasha": PASHA,
-                         "median": MedianRule, "curve": CurveRule}  # fmt: skip
+                         "median": MedianRule, "curve": CurveRule,
+                         "predict": PredictRule}  # fmt: skip
 
 
 def parse_stopping(value: Any) -> dict[str, Any] | None:
