@@ -391,7 +391,8 @@ def _rule(name: str, problem: CurveProblem) -> dict[str, Any]:
     return {"rule": name, "max_step": problem.max_step}
 
 
-PAGE_COLUMNS = ("auto", "auto+asha", "auto+hyperband", "auto+curve", "aegis+asha", "auto+fidelity")
+PAGE_COLUMNS = ("auto", "auto+asha", "auto+hyperband", "auto+curve", "auto+predict", "aegis+asha",
+                "auto+fidelity")  # fmt: skip
 """The methods of the results page's real-curves table (``budget_report.summary_table``)."""
 
 METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {

@@ -52,6 +52,27 @@ def horizon(reports: Reports, max_step: float | None) -> float:
     return max(theirs[-1].step for theirs in reports.values() if theirs)
 
 
+def reached(reports: Sequence[Report], step: float) -> float:
+    """The value of a curve that went past ``step`` on reaching it."""
+    value = value_at(reports, step)
+    assert value is not None, "only finished curves are read, and they reached every step"
+    return value
+
+
+def judged_against(
+    trial_id: int, reports: Reports, max_step: float | None, warmup_steps: float, least: int
+) -> tuple[float, list[int]] | None:
+    """For the rules that read finished curves: the last step and the other trials that reached
+    it (in id order), or ``None`` when the trial is not judged now (before ``warmup_steps``, at
+    its last step, or with fewer than ``least`` finished curves)."""
+    step = reports[trial_id][-1].step
+    end = horizon(reports, max_step)
+    if step < warmup_steps or step >= end:
+        return None
+    finished = sorted(t for t, r in reports.items() if t != trial_id and r and r[-1].step >= end)
+    return (end, finished) if len(finished) >= least else None
+
+
 def step_text(x: float) -> str:
     """A step as a reason shows it (``3``, not ``3.0``)."""
     return f"{x:g}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,22 +9,14 @@ from abo.core.stopping.base import (
     GO_ON,
     Decision,
     Reports,
-    horizon,
+    judged_against,
     number,
     optional_step,
+    reached,
     step_text,
-    value_at,
 )
-from abo.core.trial import Report
 
 WINDOW = 3  # a curve's last reports that say where it is and how fast it moves
-
-
-def _reached(reports: Sequence[Report], step: float) -> float:
-    """The value of a curve that went past ``step`` on reaching it."""
-    value = value_at(reports, step)
-    assert value is not None, "only finished curves are read, and they reached every step"
-    return value
 
 
 @dataclass(frozen=True)
@@ -56,22 +47,22 @@ class CurveRule:
         )
 
     def decide(self, trial_id: int, reports: Reports, sign: float) -> Decision:
+        judged = judged_against(
+            trial_id, reports, self.max_step, self.warmup_steps, self.min_curves
+        )
+        if judged is None:
+            return GO_ON
+        end, finished = judged
         mine = reports[trial_id]
         step = mine[-1].step
-        end = horizon(reports, self.max_step)
-        if step < self.warmup_steps or step >= end:
-            return GO_ON
-        finished = [t for t, r in reports.items() if t != trial_id and r and r[-1].step >= end]
-        if len(finished) < self.min_curves:
-            return GO_ON
         window = [r.step for r in mine[-WINDOW:]]
         own = [sign * r.value for r in mine[-WINDOW:]]
         matches: list[tuple[float, int, float]] = []  # (distance, trial, gain from here)
         ends: list[float] = []
         for t in sorted(finished):
             theirs = reports[t]
-            at = [sign * _reached(theirs, s) for s in window]  # a finished curve reached all
-            last = sign * _reached(theirs, end)
+            at = [sign * reached(theirs, s) for s in window]  # a finished curve reached all
+            last = sign * reached(theirs, end)
             ends.append(last)
             distance = sum((a - b) ** 2 for a, b in zip(at, own, strict=True))
             matches.append((distance, t, last - at[-1]))

@@ -14,11 +14,11 @@ from abo.core.stopping.base import (
     GO_ON,
     Decision,
     Reports,
-    horizon,
+    judged_against,
     number,
     optional_step,
+    reached,
     step_text,
-    value_at,
 )
 
 WINDOW = 3  # a curve's last reports: its level (the last) and its slope (last minus first)
@@ -118,21 +118,19 @@ class PredictRule:
         )
 
     def decide(self, trial_id: int, reports: Reports, sign: float) -> Decision:
+        judged = judged_against(
+            trial_id, reports, self.max_step, self.warmup_steps, self.min_curves
+        )
+        if judged is None:
+            return GO_ON
+        end, finished = judged
         mine = reports[trial_id]
         step = mine[-1].step
-        end = horizon(reports, self.max_step)
-        if step < self.warmup_steps or step >= end:
-            return GO_ON
-        finished = sorted(
-            t for t, r in reports.items() if t != trial_id and r and r[-1].step >= end
-        )
-        if len(finished) < self.min_curves:
-            return GO_ON
         window = [r.step for r in mine[-WINDOW:]]
         seen = []
         for t in finished:
-            at = [sign * _reached(reports[t], s) for s in window]
-            seen.append((at[-1], at[-1] - at[0], sign * _reached(reports[t], end)))
+            at = [sign * reached(reports[t], s) for s in window]
+            seen.append((at[-1], at[-1] - at[0], sign * reached(reports[t], end)))
         level, first = sign * mine[-1].value, sign * mine[-len(window)].value
         mean, sd = predict_end(level, level - first, seen)
         best = max(s[2] for s in seen)
@@ -145,9 +143,3 @@ class PredictRule:
             f"{sd:.3g} from {len(finished)} finished curves, a {chance:.1%} chance of beating "
             f"the best end {sign * best:g}",
         )
-
-
-def _reached(reports: Sequence[Any], step: float) -> float:
-    value = value_at(reports, step)
-    assert value is not None, "only finished curves are read, and they reached every step"
-    return value
