@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+import numpy as np
+
 from abo.core.exceptions import AboError
 from abo.core.stopping.base import (
     FIELD,
@@ -25,29 +27,6 @@ WINDOW = 3  # a curve's last reports: its level (the last) and its slope (last m
 RIDGE = 1e-3  # keeps the fit defined when every finished curve had the same level or slope
 
 
-def _features(
-    level: float, slope: float, centre: Sequence[float], scale: Sequence[float]
-) -> list[float]:
-    return [1.0, (level - centre[0]) / scale[0], (slope - centre[1]) / scale[1]]
-
-
-def _solve(a: list[list[float]], b: list[float]) -> list[float]:
-    """``a x = b`` for a small symmetric positive definite ``a`` (Gaussian elimination)."""
-    n = len(b)
-    m = [row[:] + [b[i]] for i, row in enumerate(a)]
-    for i in range(n):
-        pivot = max(range(i, n), key=lambda r: abs(m[r][i]))
-        m[i], m[pivot] = m[pivot], m[i]
-        for r in range(i + 1, n):
-            f = m[r][i] / m[i][i]
-            for c in range(i, n + 1):
-                m[r][c] -= f * m[i][c]
-    x = [0.0] * n
-    for i in reversed(range(n)):
-        x[i] = (m[i][n] - sum(m[i][c] * x[c] for c in range(i + 1, n))) / m[i][i]
-    return x
-
-
 def predict_end(
     level: float, slope: float, seen: Sequence[tuple[float, float, float]]
 ) -> tuple[float, float]:
@@ -56,33 +35,24 @@ def predict_end(
     regression of the end on level and slope (standardised, slightly ridged), whose
     predictive spread is the residuals' times the run's leverage: wide where the finished
     curves disagree about where such a run ends, and for a run unlike any of them."""
-    n = len(seen)
-    cols = [[s[0] for s in seen], [s[1] for s in seen]]
-    centre = [sum(c) / n for c in cols]
-    spread = [
-        math.sqrt(sum((v - m) ** 2 for v in c) / n) for c, m in zip(cols, centre, strict=True)
-    ]
+    data = np.asarray(seen, dtype=float)
+    features, ends = data[:, :2], data[:, 2]
+    centre, spread = features.mean(axis=0), features.std(axis=0)
     # a feature every finished curve shared (up to rounding) explains nothing: unscaled, the
     # ridge keeps its weight at zero
-    scale = [s if s > 1e-9 * (1.0 + abs(m)) else 1.0 for s, m in zip(spread, centre, strict=True)]
-    rows = [_features(s[0], s[1], centre, scale) for s in seen]
-    ends = [s[2] for s in seen]
-    gram = [
-        [sum(r[i] * r[j] for r in rows) + (RIDGE if i == j else 0.0) for j in range(3)]
-        for i in range(3)
-    ]
-    weights = _solve(
-        gram, [sum(r[i] * e for r, e in zip(rows, ends, strict=True)) for i in range(3)]
-    )
-    residuals = [
-        e - sum(w * x for w, x in zip(weights, r, strict=True))
-        for r, e in zip(rows, ends, strict=True)
-    ]
-    noise = sum(r * r for r in residuals) / max(n - 3, 1)
-    x = _features(level, slope, centre, scale)
-    leverage = sum(a * b for a, b in zip(x, _solve(gram, x), strict=True))
-    mean = sum(w * v for w, v in zip(weights, x, strict=True))
-    return mean, math.sqrt(max(noise * (1.0 + leverage), 0.0))
+    scale = np.where(spread > 1e-9 * (1.0 + np.abs(centre)), spread, 1.0)
+
+    def design(x: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.ones(len(x)), (x - centre) / scale])
+
+    rows = design(features)
+    gram = rows.T @ rows + RIDGE * np.eye(3)
+    weights = np.linalg.solve(gram, rows.T @ ends)
+    residuals = ends - rows @ weights
+    noise = float(residuals @ residuals) / max(len(ends) - 3, 1)
+    x = design(np.array([[level, slope]]))[0]
+    leverage = float(x @ np.linalg.solve(gram, x))
+    return float(x @ weights), math.sqrt(max(noise * (1.0 + leverage), 0.0))
 
 
 @dataclass(frozen=True)
