@@ -59,7 +59,7 @@ class CurveRule:
         own = [sign * r.value for r in mine[-WINDOW:]]
         matches: list[tuple[float, int, float]] = []  # (distance, trial, gain from here)
         ends: list[float] = []
-        for t in sorted(finished):
+        for t in finished:  # in id order (judged_against)
             theirs = reports[t]
             at = [sign * reached(theirs, s) for s in window]  # a finished curve reached all
             last = sign * reached(theirs, end)
