@@ -4,13 +4,12 @@ in subfolders too), with the marker a block may carry.
 A marker is an HTML comment on the line just before a block's opening fence (invisible once
 the Markdown is rendered). It says how tests/test_docs.py treats a Python block:
 
-* no marker: the block runs as a plain file, twice, each time in the same fresh folder;
+* no marker: the block runs as a plain file in a fresh folder, and again in the same folder
+  when it left something there or uses a service (a second run of a block that left nothing
+  would start from the same state);
 * ``<!-- no-run: REASON -->``: it is not run, and REASON (required) says why (it needs a
   SLURM cluster, it is a fragment of a larger program, ...);
 * ``<!-- tested-by: tests/FILE.py -->``: that test file runs it (with checks of its own);
-* ``<!-- output-varies: REASON -->``: it runs, but its two outputs are not compared (they
-  depend on timing, say); it runs once when it leaves its folder empty and uses no service,
-  since a second run would start from the same state and compare nothing.
 
 A block that uses ``http://127.0.0.1:8765`` (the address of ``abo serve``) runs against a
 real ``abo serve`` on a free port of 127.0.0.1 instead.
@@ -25,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 PYTHON = ("python", "py", "python3")
-MARKERS = ("no-run", "tested-by", "output-varies")
+MARKERS = ("no-run", "tested-by")
 SERVICE_URL = "http://127.0.0.1:8765"
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")

@@ -65,7 +65,7 @@ def test_the_benchmark_protocol_is_stated_in_the_docs() -> None:
         assert fact.lower() in section.lower(), fact
 
 
-RUNNABLE = [b for b in python_blocks() if b.marker in (None, "output-varies")]
+RUNNABLE = [b for b in python_blocks() if b.marker is None]
 
 
 def test_every_python_block_is_run_or_says_why_not() -> None:
@@ -76,7 +76,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
         assert block.marker in (None, *MARKERS), (
             f"{block.id}: unknown marker {block.marker!r} (known: {', '.join(MARKERS)})"
         )
-        if block.marker in ("no-run", "output-varies"):
+        if block.marker == "no-run":
             assert block.text, f"{block.id}: <!-- {block.marker}: ... --> needs a reason"
         if block.marker == "tested-by":
             test = ROOT / block.text
@@ -112,10 +112,11 @@ def _assert_nothing_twice(storage: str) -> None:
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.id)
 def test_python_block_runs_twice_as_a_plain_file(block: Block, tmp_path: Path) -> None:
     """Each block runs, then runs again in the same folder (a reader runs an example twice):
-    both exit 0, neither duplicates stored data, and an in-memory block prints the same.
+    both exit 0 and neither duplicates stored data.
 
-    A block whose output varies, that uses no service and leaves its folder empty runs once:
-    its second run would start from the same state and compare nothing."""
+    A block that uses no service and leaves its folder empty runs once: its second run would
+    start from the same state. (That a seeded study proposes the same in another process is
+    tests/benchmarks/test_fingerprint.py's: a subprocess against committed proposals.)"""
     code, server = block.code, None
     if block.needs_service:
         server = Server(f"sqlite:///{tmp_path / 'service.db'}", tmp_path / "server.log").start()
@@ -124,9 +125,9 @@ def test_python_block_runs_twice_as_a_plain_file(block: Block, tmp_path: Path) -
     script.write_text(code, encoding="utf-8")
     cwd.mkdir()
     try:
-        outputs = [_run(script, cwd)]
-        if block.marker != "output-varies" or server is not None or any(cwd.iterdir()):
-            outputs.append(_run(script, cwd))
+        _run(script, cwd)
+        if server is not None or any(cwd.iterdir()):
+            _run(script, cwd)
     finally:
         if server is not None:
             server.stop()
@@ -134,8 +135,6 @@ def test_python_block_runs_twice_as_a_plain_file(block: Block, tmp_path: Path) -
     storages += [server.storage] if server is not None else []
     for storage in storages:
         _assert_nothing_twice(storage)
-    if not storages and block.marker != "output-varies":
-        assert outputs[0] == outputs[1]  # seeded, in memory: the same run again
 
 
 # -- docs/study-file.md: the reference of abo run's TOML file ---------------------------------

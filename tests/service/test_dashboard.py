@@ -39,21 +39,43 @@ def _tell(api: httpx.Client, name: str, n: int) -> list[dict]:
     return out
 
 
-@contextmanager
-def _dashboard(url: str) -> Iterator[tuple[Any, list[str]]]:
-    """A page of headless Chromium at ``url``, and the page errors it raised."""
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module's tests (each gets a context of its own: no
+    cookie, storage or cache of one test reaches the next)."""
+    if not shutil.which(CHROMIUM):
+        why = f"{CHROMIUM} is not installed (apt-get install chromium)"
+        if os.environ.get("ABO_REQUIRE_BROWSER"):
+            pytest.fail(f"{why}; ABO_REQUIRE_BROWSER is set: this test must run")
+        pytest.skip(why)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        launched = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(url)
-            yield page, errors
+            yield launched
         finally:
-            browser.close()
+            launched.close()
+
+
+@contextmanager
+def _page(browser: Any) -> Iterator[Any]:
+    """A page of a new context of ``browser``, closed afterwards."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@contextmanager
+def _dashboard(browser: Any, url: str) -> Iterator[tuple[Any, list[str]]]:
+    """A page of headless Chromium at ``url``, and the page errors it raised."""
+    with _page(browser) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        yield page, errors
 
 
 def _wait(page, expression: str, timeout: float = 20.0) -> None:
@@ -62,13 +84,12 @@ def _wait(page, expression: str, timeout: float = 20.0) -> None:
 
 @pytest.mark.slow
 def test_dashboard_shows_and_follows_a_running_study(
-    server: Server, api: httpx.Client, study_name: str, tmp_path: Path
+    browser: Any, server: Server, api: httpx.Client, study_name: str, tmp_path: Path
 ) -> None:
-    _chromium()
     make_study(api, study_name)
     first = _tell(api, study_name, 5)
     running = api.post(f"/studies/{study_name}/ask", json={"count": 1}).json()["trials"][0]
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         _wait(page, "document.querySelectorAll('#trials-table tbody tr').length === 6")
         rows = page.locator("#trials-table tbody tr")
         ids = sorted(int(rows.nth(i).get_attribute("data-trial-id")) for i in range(6))
@@ -103,46 +124,32 @@ def test_dashboard_shows_and_follows_a_running_study(
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
 
 
-def _chromium() -> None:
-    if not shutil.which(CHROMIUM):
-        why = f"{CHROMIUM} is not installed (apt-get install chromium)"
-        if os.environ.get("ABO_REQUIRE_BROWSER"):
-            pytest.fail(f"{why}; ABO_REQUIRE_BROWSER is set: this test must run")
-        pytest.skip(why)
-
-
 @pytest.mark.slow
-def test_api_docs_render_offline_from_the_package(server: Server, tmp_path: Path) -> None:
+def test_api_docs_render_offline_from_the_package(
+    browser: Any, server: Server, tmp_path: Path
+) -> None:
     """``/docs`` shows the operations, and the page asks no host but the server for anything
     (it used to load Swagger UI from a public CDN: blank on an offline cluster)."""
-    _chromium()
-    from playwright.sync_api import sync_playwright
-
     origin = server.url
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            requests: list[str] = []
-            failed: list[str] = []
-            errors: list[str] = []
-            page.on("request", lambda req: requests.append(req.url))
-            page.on("requestfailed", lambda req: failed.append(req.url))
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{origin}/docs")
-            ask = page.locator(
-                ".opblock-post .opblock-summary-path[data-path='/api/v1/studies/{name}/ask']"
-            )
-            ask.wait_for(timeout=30_000)
-            assert ask.count() == 1
-            tell = "/api/v1/studies/{name}/trials/{trial_id}/tell"
-            assert page.locator(f".opblock-summary-path[data-path='{tell}']").count() == 1
-            assert page.locator(".opblock").count() >= 15
-            assert "abo" in page.locator(".info .title").inner_text()
-            page.screenshot(path=str(tmp_path / "docs.png"), full_page=False)
-            assert not errors, errors
-        finally:
-            browser.close()
+    with _page(browser) as page:
+        requests: list[str] = []
+        failed: list[str] = []
+        errors: list[str] = []
+        page.on("request", lambda req: requests.append(req.url))
+        page.on("requestfailed", lambda req: failed.append(req.url))
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{origin}/docs")
+        ask = page.locator(
+            ".opblock-post .opblock-summary-path[data-path='/api/v1/studies/{name}/ask']"
+        )
+        ask.wait_for(timeout=30_000)
+        assert ask.count() == 1
+        tell = "/api/v1/studies/{name}/trials/{trial_id}/tell"
+        assert page.locator(f".opblock-summary-path[data-path='{tell}']").count() == 1
+        assert page.locator(".opblock").count() >= 15
+        assert "abo" in page.locator(".info .title").inner_text()
+        page.screenshot(path=str(tmp_path / "docs.png"), full_page=False)
+        assert not errors, errors
     outside = [u for u in requests if not u.startswith(origin + "/") and not u.startswith("data:")]
     assert not outside, outside
     assert f"{origin}/static/swagger/swagger-ui-bundle.js" in requests
@@ -164,9 +171,8 @@ def _dominated(a: dict, others: list[dict]) -> bool:
 
 @pytest.mark.slow
 def test_the_pareto_scatter_of_a_study_of_two_objectives_grows_as_results_arrive(
-    server: Server, api: httpx.Client, study_name: str, tmp_path: Path
+    browser: Any, server: Server, api: httpx.Client, study_name: str, tmp_path: Path
 ) -> None:
-    _chromium()
 
     outcomes = {"error": "minimize", "cost": "minimize"}
     make_study(api, study_name, outcomes=outcomes)
@@ -182,7 +188,7 @@ def test_the_pareto_scatter_of_a_study_of_two_objectives_grows_as_results_arrive
         return [{"id": t["id"], **_trade_off(t["params"])} for t in asked]
 
     told = tell(6)
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         _wait(page, "document.querySelector('#pareto').dataset.points === '6'")
         assert page.locator("#convergence").is_hidden()
         panel = page.locator("#pareto svg")
@@ -257,9 +263,8 @@ def _stressed(p: dict) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_infeasible_and_failed_trials_are_marked_apart_from_feasible_ones(
-    server: Server, api: httpx.Client, study_name: str
+    browser: Any, server: Server, api: httpx.Client, study_name: str
 ) -> None:
-    _chromium()
     make_study(api, study_name, outcomes={"loss": "minimize", "stress": "<= 1"})
     told: list[dict] = []
     failed = []
@@ -278,7 +283,7 @@ def test_infeasible_and_failed_trials_are_marked_apart_from_feasible_ones(
     good = [t for t in told if t["stress"] <= 1.0]
     assert bad and good and failed, (told, failed)  # the seed gives all three kinds
     best = min(good, key=lambda t: t["loss"])
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         n_rows = len(told) + len(failed)
         _wait(page, f"document.querySelectorAll('#trials-table tbody tr').length === {n_rows}")
         conv = page.locator("#conv-trials svg")
@@ -328,9 +333,8 @@ def test_infeasible_and_failed_trials_are_marked_apart_from_feasible_ones(
 
 @pytest.mark.slow
 def test_learning_curves_follow_the_reports_and_mark_stopped_trials(
-    server: Server, api: httpx.Client, study_name: str
+    browser: Any, server: Server, api: httpx.Client, study_name: str
 ) -> None:
-    _chromium()
     make_study(api, study_name, stopping={"rule": "asha", "reduction_factor": 2})
     trials = api.post(f"/studies/{study_name}/ask", json={"count": 4}).json()["trials"]
     ids = [t["id"] for t in trials]
@@ -346,7 +350,7 @@ def test_learning_curves_follow_the_reports_and_mark_stopped_trials(
                 break
     api.post(f"{base}/{ids[0]}/tell", json={"value": 1.2})
     assert stopped
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         _wait(page, "document.querySelector('#curves svg') !== null")
         svg = page.locator("#curves svg")
         assert svg.get_attribute("data-curves") == str(len(ids))
@@ -371,15 +375,14 @@ def test_learning_curves_follow_the_reports_and_mark_stopped_trials(
 
 @pytest.mark.slow
 def test_a_study_with_a_fidelity_plots_its_best_target_result_against_cost(
-    server: Server, api: httpx.Client, study_name: str
+    browser: Any, server: Server, api: httpx.Client, study_name: str
 ) -> None:
-    _chromium()
     make_study(api, study_name, fidelity={"parameter": "n", "cost": {"fixed": 1, "per_unit": 1}})
     base = {"lr": 0.01, "opt": "adam"}
     told = [({"x": 0.5, "n": 2}, 0.01), ({"x": 0.1, "n": 8}, 0.6), ({"x": 0.4, "n": 8}, 0.3)]
     for params, value in told:  # the cheap one has the lowest value, but is no result
         api.post(f"/studies/{study_name}/add", json={"params": {**base, **params}, "value": value})
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         _wait(page, "document.querySelector('#conv-cost svg') !== null")
         assert page.locator("#conv-cost-figure").is_visible()
         cost = page.locator("#conv-cost svg")
@@ -392,21 +395,20 @@ def test_a_study_with_a_fidelity_plots_its_best_target_result_against_cost(
         assert best_row == "3"  # ... but the best is the target's 0.3
         assert not errors, errors
     plain = make_study(api, study_name + "-plain")
-    with _dashboard(f"{server.url}/?interval=300#{plain['name']}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{plain['name']}") as (page, errors):
         _wait(page, "document.querySelector('#conv-trials svg') !== null")
         assert not page.locator("#conv-cost-figure").is_visible()
 
 
 @pytest.mark.slow
 def test_the_timeline_has_a_lane_per_worker_thread_and_the_running_trials(
-    server: Server, api: httpx.Client, study_name: str
+    browser: Any, server: Server, api: httpx.Client, study_name: str
 ) -> None:
     import time
 
     from abo.executors import ThreadExecutor
     from abo.service import Client
 
-    _chromium()
     with Client(server.url) as client:
         study = client.create_study(SPACE_FOR_TIMELINE, name=study_name, strategy="random", seed=4)
 
@@ -423,7 +425,7 @@ def test_the_timeline_has_a_lane_per_worker_thread_and_the_running_trials(
     finished = [t for t in trials if t.state.value != "running"]
     workers = {t.info["worker"] for t in finished}
     assert len(workers) == 3 and all("/abo-worker" in w for w in workers)  # threads apart
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         _wait(page, "document.querySelector('#timeline svg') !== null")
         svg = page.locator("#timeline svg")
         assert svg.get_attribute("data-lanes") == "3" and svg.get_attribute("data-running") == "1"
@@ -453,12 +455,11 @@ def _analysis_requests(page: Any) -> list[str]:
 
 @pytest.mark.slow
 def test_the_analysis_panels_draw_the_study_and_refit_only_when_a_trial_is_done(
-    server: Server, api: httpx.Client, study_name: str
+    browser: Any, server: Server, api: httpx.Client, study_name: str
 ) -> None:
-    _chromium()
     make_study(api, study_name)
     _tell(api, study_name, 8)
-    with _dashboard(f"{server.url}/?interval=300") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300") as (page, errors):
         requests = _analysis_requests(page)  # before the study is opened: none is missed
         page.goto(f"{server.url}/?interval=300#{study_name}")
         _wait(page, "document.querySelector('#cv svg') !== null", ANALYSIS_WAIT)
@@ -521,16 +522,15 @@ def test_the_analysis_panels_draw_the_study_and_refit_only_when_a_trial_is_done(
 
 @pytest.mark.slow
 def test_the_analysis_panels_say_why_they_cannot_draw_and_follow_the_objective(
-    server: Server, api: httpx.Client, study_name: str
+    browser: Any, server: Server, api: httpx.Client, study_name: str
 ) -> None:
-    _chromium()
     space = abo.Space({"x": abo.Float(-2.0, 2.0), "opt": abo.Categorical(["sgd", "adam"])})
     r = api.post("/studies", json={"name": study_name, "space": space.to_json(), "seed": 0})
     assert r.status_code == 201, r.text
     points = [(-1.0, "sgd"), (0.5, "adam"), (1.5, "adam")]
     for x, opt in points[:2]:
         api.post(f"/studies/{study_name}/add", json={"params": {"x": x, "opt": opt}, "value": x})
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         said = "(document.querySelector('#cv p.note') || {}).textContent || ''"
         _wait(page, f"({said}).includes('at least 3')", ANALYSIS_WAIT)  # the last one drawn
         for panel in ("#importance", "#slices", "#cv"):  # too few trials: a message, no plot
@@ -578,9 +578,8 @@ def test_the_analysis_panels_say_why_they_cannot_draw_and_follow_the_objective(
 
 
 def test_a_conditional_study_draws_inactive_parameters_below_their_axes(
-    server: Server, api: httpx.Client, study_name: str
+    browser: Any, server: Server, api: httpx.Client, study_name: str
 ) -> None:
-    _chromium()
     space = {
         "opt": {"type": "categorical", "choices": ["sgd", "adam"]},
         "momentum": {"type": "float", "low": 0, "high": 1, "when": {"opt": "sgd"}},
@@ -596,7 +595,7 @@ def test_a_conditional_study_draws_inactive_parameters_below_their_axes(
         api.post(f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": value})
     sgd = {t["id"] for t in trials if t["params"]["opt"] == "sgd"}
     assert 0 < len(sgd) < len(trials)  # the seed gives both branches
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         _wait(page, "document.querySelectorAll('#parallel svg polyline.pc').length === 8")
         # the beta2 axis (third) is crossed below its bottom by the sgd trials' lines
         lines = page.locator("#parallel svg polyline.pc").all()
@@ -623,11 +622,10 @@ MARKUP = '<img src=x onerror="window.__xss=1">'
 
 @pytest.mark.slow
 def test_parameter_names_and_values_with_markup_are_shown_as_text(
-    server: Server, api: httpx.Client, study_name: str
+    browser: Any, server: Server, api: httpx.Client, study_name: str
 ) -> None:
     """Names and choices are the user's text: the page shows them, never runs or renders them
     as HTML (a name holding an ``<img onerror>`` would run script in an operator's browser)."""
-    _chromium()
     space = abo.Space(
         {MARKUP: abo.Float(0.0, 1.0), "<b>kind</b>": abo.Categorical(["<i>a</i>", "b"])}
     )
@@ -637,7 +635,7 @@ def test_parameter_names_and_values_with_markup_are_shown_as_text(
         value = t["params"][MARKUP]
         told = api.post(f"/studies/{study_name}/trials/{t['id']}/tell", json={"value": value})
         assert told.status_code == 200
-    with _dashboard(f"{server.url}/?interval=300#{study_name}") as (page, errors):
+    with _dashboard(browser, f"{server.url}/?interval=300#{study_name}") as (page, errors):
         _wait(page, "document.querySelectorAll('#trials-table tbody tr').length === 4")
         _wait(page, "document.querySelectorAll('#parallel svg polyline.pc').length === 4")
         assert page.evaluate("window.__xss") is None  # the onerror never ran
