@@ -86,12 +86,11 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             )
 
 
-def _run(script: Path, cwd: Path) -> str:
+def _run(script: Path, cwd: Path) -> None:
     out = subprocess.run(
         [sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=240
     )
     assert out.returncode == 0, out.stderr[-4000:]
-    return out.stdout
 
 
 def _assert_nothing_twice(storage: str) -> None:
