@@ -229,12 +229,13 @@ def measure(
 def main(args: argparse.Namespace) -> int:
     """Print a Markdown table of ask latency per strategy and size."""
     import abo
+    from abo.acquisitions.registry import check_strategy
     from benchmarks.gp_vs_optuna import machine
 
     strategies = args.strategies or list(abo.strategies(objectives=1))
     for name in strategies:
         if name not in (DEFAULT, OPTUNA, CONSTRAINED):
-            abo.acquisitions.registry.check_strategy(name)
+            check_strategy(name)
     options: dict[str, Any] = {}
     if args.refit != "default":
         options = {"refit": args.refit, "max_staleness": args.max_staleness}

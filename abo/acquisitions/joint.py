@@ -37,7 +37,8 @@ from abo.acquisitions.optimize import _exact_gp_ready, kernel
 
 
 class JointPosterior(GPyTorchModel):
-    """The objectives of a ``ModelListGP`` of plain exact GPs, posterior by matrix products.
+    """The outputs of a ``ModelListGP`` of plain exact GPs (or of one), posterior by matrix
+    products.
 
     Build it with ``JointPosterior.wrap(model, X)``, which returns ``model`` itself when one of
     its GPs is not a plain single-output exact GP (``latent_mean_std``'s condition).
@@ -55,12 +56,12 @@ class JointPosterior(GPyTorchModel):
 
     @staticmethod
     def wrap(model: Model, X: Tensor) -> Model:
-        """``model`` as a ``JointPosterior`` where every GP qualifies, else ``model``."""
-        if not isinstance(model, ModelListGP) or not all(
-            _exact_gp_ready(cast(Model, gp), X) for gp in model.models
-        ):
+        """``model`` (a ``ModelListGP``, or one GP) as a ``JointPosterior`` where every GP
+        qualifies, else ``model``."""
+        gps = list(model.models) if isinstance(model, ModelListGP) else [model]
+        if not all(_exact_gp_ready(cast(Model, gp), X) for gp in gps):
             return model
-        return JointPosterior([cast(ExactGP, gp) for gp in model.models])
+        return JointPosterior([cast(ExactGP, gp) for gp in gps])
 
     @staticmethod
     def _cached(gp: ExactGP) -> tuple[Tensor, Tensor, Tensor, Tensor]:

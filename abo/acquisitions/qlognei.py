@@ -17,6 +17,10 @@ With outcome constraints (``ctx.feasibility``) the constraints' GPs join the obj
 smoothed feasibility (``constraints=`` of qLogNEI/qLogEI): the noisy incumbent becomes the
 best feasible baseline point, and a candidate counts only where its constraints hold. With a
 failure classifier the log probability that the candidates succeed is added.
+
+The model (the ``ModelListGP``, or the objective's GP alone) is evaluated as a
+``JointPosterior``: the same posterior in a few matrix products, the pruned baseline's block
+computed once per acquisition, instead of GPyTorch's prediction objects on every evaluation.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.feasibility import Feasibility
+from abo.acquisitions.joint import JointPosterior
 from abo.acquisitions.optimize import OptimizerBudget, best_observed, greedy_batch, maximize
 from abo.acquisitions.quiet import quiet_proposal
 
@@ -119,16 +124,19 @@ class QLogNEIStrategy:
         self, ctx: ProposalContext, sampler: SobolQMCNormalSampler, X_pending: Tensor | None
     ) -> AcquisitionFunction:
         assert ctx.model is not None
+        model = JointPosterior.wrap(ctx.model, ctx.X)  # the same posterior, in matrix products
         if is_noise_free(ctx.model):
             return qLogExpectedImprovement(
-                model=ctx.model, best_f=ctx.Y.max(), sampler=sampler, X_pending=X_pending
+                model=model, best_f=ctx.Y.max(), sampler=sampler, X_pending=X_pending
             )
-        return qLogNoisyExpectedImprovement(
-            model=ctx.model,
-            X_baseline=best_observed(ctx.X, ctx.Y),
-            X_pending=X_pending,
-            sampler=sampler,
-            prune_baseline=True,
+        return _remembering(
+            qLogNoisyExpectedImprovement(
+                model=model,
+                X_baseline=best_observed(ctx.X, ctx.Y),
+                X_pending=X_pending,
+                sampler=sampler,
+                prune_baseline=True,
+            )
         )
 
     def _constrained(
@@ -140,7 +148,8 @@ class QLogNEIStrategy:
         feas = ctx.feasibility
         if not feas.models:  # no outcome constraints: only the failure classifier weighs
             return self._plain(ctx, sampler, X_pending)
-        model = ModelListGP(*cast(list[GPyTorchModel], [ctx.model, *feas.models]))
+        both = ModelListGP(*cast(list[GPyTorchModel], [ctx.model, *feas.models]))
+        model = JointPosterior.wrap(both, ctx.X)
         objective = GenericMCObjective(_first_output)
         constraints = [_slack_constraint(i + 1) for i in range(len(feas.models))]
         if is_noise_free(ctx.model):
@@ -156,14 +165,16 @@ class QLogNEIStrategy:
             )
         # the baseline: feasible points first, then the best by value (``best_observed``)
         rank = ctx.Y + feas.observed.to(ctx.Y).unsqueeze(-1) * (ctx.Y.max() - ctx.Y.min() + 1)
-        return qLogNoisyExpectedImprovement(
-            model=model,
-            X_baseline=best_observed(ctx.X, rank),
-            X_pending=X_pending,
-            sampler=sampler,
-            objective=objective,
-            constraints=constraints,
-            prune_baseline=True,
+        return _remembering(
+            qLogNoisyExpectedImprovement(
+                model=model,
+                X_baseline=best_observed(ctx.X, rank),
+                X_pending=X_pending,
+                sampler=sampler,
+                objective=objective,
+                constraints=constraints,
+                prune_baseline=True,
+            )
         )
 
     @quiet_proposal
@@ -186,3 +197,11 @@ class QLogNEIStrategy:
         return greedy_batch(
             ctx, n, self.name, lambda busy: self.acquisition(ctx, busy), maximize, self.budget
         )
+
+
+def _remembering(acq: qLogNoisyExpectedImprovement) -> qLogNoisyExpectedImprovement:
+    """``acq``, its ``JointPosterior`` (if it has one) keeping the pruned baseline's block:
+    every evaluation is over that baseline followed by the candidates."""
+    if isinstance(acq.model, JointPosterior):
+        acq.model.remember(acq.X_baseline)
+    return acq

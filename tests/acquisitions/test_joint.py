@@ -52,6 +52,18 @@ def test_the_joint_posterior_is_model_list_gps_with_and_without_a_remembered_bas
         fast.posterior(full, observation_noise=True)
 
 
+def _same_values_and_gradients(exact, quick, gen: torch.Generator) -> None:
+    """Both acquisitions at 9 random points: equal values, and equal gradients in the points."""
+    T = torch.rand(9, 1, 3, generator=gen, dtype=torch.double)
+    A, B = T.clone().requires_grad_(), T.clone().requires_grad_()
+    va, vb = exact(A), quick(B)
+    assert torch.allclose(va, vb, atol=1e-6)
+    va.sum().backward()
+    vb.sum().backward()
+    assert A.grad is not None and B.grad is not None
+    assert torch.allclose(A.grad, B.grad, atol=1e-5)
+
+
 def test_qlognehvi_values_and_gradients_are_unchanged(models):
     model, X, U = models
     gen = torch.Generator().manual_seed(2)
@@ -72,14 +84,7 @@ def test_qlognehvi_values_and_gradients_are_unchanged(models):
     assert isinstance(fast, JointPosterior)
     exact, quick = acq(model), acq(fast)
     fast.remember(quick.X_baseline)
-    T = torch.rand(9, 1, 3, generator=gen, dtype=torch.double)
-    A, B = T.clone().requires_grad_(), T.clone().requires_grad_()
-    va, vb = exact(A), quick(B)
-    assert torch.allclose(va, vb, atol=1e-6)
-    va.sum().backward()
-    vb.sum().backward()
-    assert A.grad is not None and B.grad is not None
-    assert torch.allclose(A.grad, B.grad, atol=1e-5)
+    _same_values_and_gradients(exact, quick, gen)
 
 
 def test_models_it_cannot_speak_for_are_returned_as_they_are(models):
@@ -87,6 +92,51 @@ def test_models_it_cannot_speak_for_are_returned_as_they_are(models):
 
     model, X, U = models
     single = model.models[0]
-    assert JointPosterior.wrap(single, X) is single  # one GP, not a model list
-    two_outputs = ModelListGP(SingleTaskGP(X, U))  # a batched two-output GP inside
+    one = JointPosterior.wrap(single, X)  # one GP: a joint posterior of one output
+    assert isinstance(one, JointPosterior) and one.num_outputs == 1
+    two_outputs = SingleTaskGP(X, U)  # a batched two-output GP, alone or in a list
     assert JointPosterior.wrap(two_outputs, X) is two_outputs
+    listed = ModelListGP(two_outputs)
+    assert JointPosterior.wrap(listed, X) is listed
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_qlognei_values_and_gradients_are_unchanged(models, constrained):
+    """qLogNEI (qLogEI on exact values) over one GP, or over the objective's and a
+    constraint's, its pruned baseline remembered: the GPyTorch posterior's values and
+    gradients."""
+    from botorch.acquisition.logei import qLogExpectedImprovement, qLogNoisyExpectedImprovement
+    from botorch.acquisition.objective import GenericMCObjective
+
+    from abo.acquisitions.qlognei import is_noise_free
+
+    model, X, U = models
+    gen = torch.Generator().manual_seed(4)
+    pending = torch.rand(3, 3, generator=gen, dtype=torch.double)
+    base = model if constrained else model.models[0]
+    extra = (
+        {
+            "objective": GenericMCObjective(lambda Z, X=None: Z[..., 0]),
+            "constraints": [lambda Z: -Z[..., 1]],  # the second output's slack, negated
+        }
+        if constrained
+        else {}
+    )
+
+    sampler = SobolQMCNormalSampler(torch.Size([64]), seed=5)
+
+    def acq(m):
+        if is_noise_free(model.models[0]):  # exact values: qLogEI, as ``qlognei`` asks
+            best = {"best_f": 0.0} if constrained else {"best_f": U[:, 0].max()}
+            return qLogExpectedImprovement(m, sampler=sampler, X_pending=pending, **best, **extra)
+        return qLogNoisyExpectedImprovement(
+            model=m, X_baseline=X, X_pending=pending, sampler=sampler, prune_baseline=True, **extra
+        )
+
+    fast = JointPosterior.wrap(base, X)
+    assert isinstance(fast, JointPosterior)
+    exact, quick = acq(base), acq(fast)
+    if isinstance(quick, qLogNoisyExpectedImprovement):
+        assert torch.equal(exact.X_baseline, quick.X_baseline)  # the same points pruned
+        fast.remember(quick.X_baseline)
+    _same_values_and_gradients(exact, quick, gen)

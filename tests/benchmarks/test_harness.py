@@ -140,6 +140,16 @@ def test_latency_times_asks_and_caps_slow_sizes(capsys: pytest.CaptureFixture[st
     assert capped and len(times) < 50  # cut off after half a second of asking
 
 
+def test_latency_command_checks_the_strategy_names_first() -> None:
+    from abo.core.exceptions import UnknownStrategyError
+    from benchmarks.__main__ import parser
+    from benchmarks.latency import main
+
+    args = parser().parse_args(["latency", "--strategies", "believer", "nope"])
+    with pytest.raises(UnknownStrategyError, match="'nope'; choose one of .*believer"):
+        main(args)  # before any study is made or any process started
+
+
 @pytest.mark.slow
 def test_latency_of_a_study_with_constraints_and_failures() -> None:
     import numpy as np
