@@ -36,10 +36,11 @@ and ``auto+median`` (with abo's stopping rules), ``auto+fidelity`` (the same ASH
 epochs a fidelity the strategy chooses, with the reports as observations at their steps),
 ``auto+fidelity+curve`` (the same fidelity model, the learning-curve matching rule stopping),
 ``auto+hyperband`` and ``auto+curve`` (abo's Hyperband brackets and its learning-curve
-matching rule), ``aegis+asha``, ``aegis+hyperband`` and ``aegis+curve`` (the same rules under
+matching rule), ``auto+predict`` (the learning-curve prediction rule), ``aegis+asha``,
+``aegis+hyperband``, ``aegis+curve`` and ``aegis+predict`` (the same rules under
 abo's ``aegis`` strategy, whose proposals explore more than ``auto``'s: a model with more
 configurations to rank), ``random+asha``, ``random+hyperband``, ``random+pasha``,
-``random+curve``, and
+``random+curve``, ``random+predict``, and
 Optuna's ``TPESampler`` with the ``HyperbandPruner`` (``tpe+hyperband``), the
 ``SuccessiveHalvingPruner`` (``tpe+sh``) and the ``MedianPruner`` (``tpe+median``), each at
 minimum resource 1 and reduction factor 3 like abo's ASHA; with ``syne-tune`` installed
@@ -412,6 +413,9 @@ METHODS: dict[str, Callable[[CurveProblem, int, int], Any]] = {
         p, s, k, strategy="aegis", stopping=_rule("hyperband", p)
     ),
     "aegis+curve": lambda p, s, k: AboCurves(p, s, k, strategy="aegis", stopping=_rule("curve", p)),
+    "aegis+predict": lambda p, s, k: AboCurves(
+        p, s, k, strategy="aegis", stopping=_rule("predict", p)
+    ),
     "random+hyperband": lambda p, s, k: AboCurves(
         p, s, k, strategy="random", stopping=_rule("hyperband", p)
     ),

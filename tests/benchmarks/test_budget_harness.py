@@ -67,10 +67,14 @@ def test_the_new_rules_stop_some_runs_and_the_best_by_last_report_counts_stopped
     assert all(r is None or r >= 0 for r in run["regret_last"])
 
 
-def test_the_aegis_variants_propose_with_aegis_under_the_rule() -> None:
-    opt = curves.METHODS["aegis+asha"](curves.synthetic(), 0, 3)
+@pytest.mark.parametrize("rule", ["asha", "hyperband", "curve", "predict"])
+def test_the_aegis_variants_propose_with_aegis_under_their_rule(rule: str) -> None:
+    opt = curves.METHODS[f"aegis+{rule}"](curves.synthetic(), 0, 3)
     assert opt.study.spec.strategy == "aegis"
-    assert opt.study.spec.stopping is not None and opt.study.spec.stopping["rule"] == "asha"
+    assert opt.study.spec.stopping is not None and opt.study.spec.stopping["rule"] == rule
+
+
+def test_an_aegis_variant_stops_runs_on_a_real_trainer() -> None:
     run = curves.simulate_curves("gbm-cancer", "aegis+asha", k=3, budget=40, seed=0)
     assert run["stopped"] > 0 and run["trials"] == run["stopped"] + run["full"] + run["failed"]
 
