@@ -21,7 +21,7 @@ samples is one kernel row per candidate, not one per baseline point as well.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import torch
 from botorch.models import ModelListGP
@@ -34,6 +34,8 @@ from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 
 from abo.acquisitions.optimize import _exact_gp_ready, kernel
+
+Acq = TypeVar("Acq", bound=Any)  # an acquisition with an ``X_baseline``
 
 
 class JointPosterior(GPyTorchModel):
@@ -159,3 +161,12 @@ class JointPosterior(GPyTorchModel):
         top = torch.cat([cov_B.expand(*batch, p, p), cov_qB.transpose(-1, -2)], dim=-1)
         cov = torch.cat([top, torch.cat([cov_qB, cov_qq], dim=-1)], dim=-2)
         return torch.cat([mean_B.expand(*batch, p), mean], dim=-1), cov
+
+
+def remembering(acq: Acq) -> Acq:
+    """``acq`` (an acquisition with an ``X_baseline``), its ``JointPosterior`` (if its model is
+    one) keeping the baseline's block: every evaluation is over that baseline followed by the
+    candidates."""
+    if isinstance(acq.model, JointPosterior):
+        acq.model.remember(acq.X_baseline)
+    return acq

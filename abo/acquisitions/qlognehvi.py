@@ -40,7 +40,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
-from abo.acquisitions.joint import JointPosterior
+from abo.acquisitions.joint import JointPosterior, remembering
 from abo.acquisitions.optimize import OptimizerBudget, greedy_batch
 from abo.acquisitions.quiet import quiet_proposal
 from abo.acquisitions.seeded import seeded_maximize
@@ -160,9 +160,7 @@ class QLogNEHVIStrategy:
             prune_baseline=False,  # pruned above
             **constrained,
         )
-        if isinstance(model, JointPosterior):  # every evaluation is over the pruned baseline
-            model.remember(acq.X_baseline)
-        return acq
+        return remembering(acq)  # every evaluation is over the pruned baseline
 
     @quiet_proposal
     def propose(self, ctx: ProposalContext, n: int) -> Proposal:

@@ -41,7 +41,7 @@ from torch import Tensor
 
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.feasibility import Feasibility
-from abo.acquisitions.joint import JointPosterior
+from abo.acquisitions.joint import JointPosterior, remembering
 from abo.acquisitions.optimize import OptimizerBudget, best_observed, greedy_batch, maximize
 from abo.acquisitions.quiet import quiet_proposal
 
@@ -129,7 +129,7 @@ class QLogNEIStrategy:
             return qLogExpectedImprovement(
                 model=model, best_f=ctx.Y.max(), sampler=sampler, X_pending=X_pending
             )
-        return _remembering(
+        return remembering(
             qLogNoisyExpectedImprovement(
                 model=model,
                 X_baseline=best_observed(ctx.X, ctx.Y),
@@ -165,7 +165,7 @@ class QLogNEIStrategy:
             )
         # the baseline: feasible points first, then the best by value (``best_observed``)
         rank = ctx.Y + feas.observed.to(ctx.Y).unsqueeze(-1) * (ctx.Y.max() - ctx.Y.min() + 1)
-        return _remembering(
+        return remembering(
             qLogNoisyExpectedImprovement(
                 model=model,
                 X_baseline=best_observed(ctx.X, rank),
@@ -197,11 +197,3 @@ class QLogNEIStrategy:
         return greedy_batch(
             ctx, n, self.name, lambda busy: self.acquisition(ctx, busy), maximize, self.budget
         )
-
-
-def _remembering(acq: qLogNoisyExpectedImprovement) -> qLogNoisyExpectedImprovement:
-    """``acq``, its ``JointPosterior`` (if it has one) keeping the pruned baseline's block:
-    every evaluation is over that baseline followed by the candidates."""
-    if isinstance(acq.model, JointPosterior):
-        acq.model.remember(acq.X_baseline)
-    return acq
