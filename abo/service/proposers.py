@@ -16,8 +16,9 @@ address, an epoch, an expiry), taken and renewed in the study's own serialised t
 * Each holder change increments the epoch, and the transaction that stores a round's trials
   checks that its replica still holds the lease at the epoch the round began under (a
   fencing token): a paused holder that lost its lease cannot store a stale round.
-* A lease unused for ``idle`` seconds is released, so studies spread over the replicas that
-  ask for them; every lease is released when the replica stops.
+* A lease unused for ``idle`` seconds (counted from the end of its last round; never while a
+  round runs, however long) is released, so studies spread over the replicas that ask for
+  them; every lease is released when the replica stops.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class ProposerLeases:
         self.idle = 3 * self.seconds if idle is None else float(idle)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._held: dict[_Key, _Held] = {}
+        self._running: dict[_Key, int] = {}  # rounds in flight per study: never idle
         self._lock = threading.Lock()
         self._round = threading.local()  # the epoch the round running in this thread began under
         self._stop = threading.Event()
@@ -149,15 +151,23 @@ class ProposerLeases:
                     f"ask: another replica ({lease.holder}) proposes for study "
                     f"{record.name!r} now; ask again"
                 )
+        key = _key(record)
         with self._lock:
-            held = self._held[_key(record)]
+            held = self._held[key]
             held.used = self.monotonic()
             epoch = held.epoch
+            self._running[key] = self._running.get(key, 0) + 1
         self._round.epoch = epoch
         try:
             yield
         finally:
             self._round.epoch = None
+            with self._lock:
+                self._running[key] -= 1
+                if not self._running[key]:
+                    del self._running[key]
+                if key in self._held:  # idle from the round's end, not its start
+                    self._held[key].used = self.monotonic()
 
     def fence(self, tx: Transaction) -> None:
         """Refuse to store a round's trials unless this replica still holds the lease at the
@@ -192,11 +202,11 @@ class ProposerLeases:
     def renew(self) -> None:
         """One pass: renew every lease used recently, release the others."""
         with self._lock:
-            held = list(self._held.values())
+            held = [(h, _key(h.record) in self._running) for h in self._held.values()]
         now = self.monotonic()
-        for h in held:
+        for h, running in held:
             try:
-                if now - h.used > self.idle:
+                if not running and now - h.used > self.idle:
                     self.release(h.record)
                 else:
                     self.claim(h.record)

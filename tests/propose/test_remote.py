@@ -3,6 +3,7 @@ process, made on the worker the study's rounds go to."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -50,6 +51,18 @@ def test_a_scheduler_that_cannot_be_reached_is_named() -> None:
         ClusterProposals("")
 
 
+def _ask(api: httpx.Client, log: Path) -> dict:
+    """One trial from the service, retrying its 503s as abo's client does (they say "ask
+    again"); any other answer fails with its status, body and the server's log."""
+    for _ in range(5):
+        response = api.post("/studies/far/ask", json={})
+        if response.status_code != 503:
+            break
+        time.sleep(float(response.headers.get("Retry-After", "1")))
+    assert response.status_code == 200, (response.status_code, response.text, log.read_text())
+    return response.json()["trials"][0]
+
+
 def test_abo_serve_runs_its_proposal_rounds_on_the_cluster(tmp_path: Path) -> None:
     from distributed import LocalCluster
 
@@ -66,9 +79,10 @@ def test_abo_serve_runs_its_proposal_rounds_on_the_cluster(tmp_path: Path) -> No
             body = {"name": "far", "space": SPACE.to_json(), "strategy": "thompson", "seed": 1}
             assert api.post("/studies", json={**body, "n_initial": 2}).status_code == 201
             for _ in range(3):
-                trial = api.post("/studies/far/ask", json={}).json()["trials"][0]
+                trial = _ask(api, tmp_path / "log")
                 value = (trial["params"]["x"] - 0.3) ** 2
-                assert api.post(f"/studies/far/trials/{trial['id']}/tell", json={"value": value})
+                told = api.post(f"/studies/far/trials/{trial['id']}/tell", json={"value": value})
+                assert told.status_code == 200, told.text
             records = [t["proposal"] for t in api.get("/studies/far/trials").json()["trials"]]
         finally:
             server.stop()

@@ -105,6 +105,26 @@ def test_idle_leases_are_released_and_used_ones_renewed(shared) -> None:
         assert tx.proposer().expires_at == before + 5.0
 
 
+def test_a_round_longer_than_idle_keeps_its_lease(shared) -> None:
+    """A round that runs past ``idle`` (a cold worker importing torch, a wide space) is not
+    idle: its lease is renewed while it runs, and idle time counts from its end."""
+    a_storage, _, clock = shared
+    record = _study(a_storage).record
+    a = ProposerLeases(a_storage, None, seconds=10.0, idle=1.0, monotonic=clock)
+    with a.round(record):
+        clock.now += 5.0
+        a.renew()  # five idles into the round: renewed, not released
+        with a_storage.reading(record) as tx:
+            assert tx.proposer().expires_at == clock.now + 10.0
+        assert a.proposing() == ["leased"]
+    clock.now += 0.5
+    a.renew()  # half an idle after the round's end: kept
+    assert a.proposing() == ["leased"]
+    clock.now += 1.0
+    a.renew()
+    assert a.proposing() == []
+
+
 def test_deleting_a_study_removes_its_lease(shared) -> None:
     a_storage, _, clock = shared
     study = _study(a_storage)
