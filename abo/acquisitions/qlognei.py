@@ -42,7 +42,13 @@ from torch import Tensor
 from abo.acquisitions.base import Proposal, ProposalContext, register_strategy
 from abo.acquisitions.feasibility import Feasibility
 from abo.acquisitions.joint import JointPosterior, remembering
-from abo.acquisitions.optimize import OptimizerBudget, best_observed, greedy_batch, maximize
+from abo.acquisitions.optimize import (
+    OptimizerBudget,
+    best_observed,
+    greedy_batch,
+    maximize,
+    search_candidates,
+)
 from abo.acquisitions.quiet import quiet_proposal
 
 NOISE_FREE_BELOW = 1e-4
@@ -192,6 +198,7 @@ class QLogNEIStrategy:
                     raw_samples=self.budget.raw_samples,
                     options={"maxiter": self.budget.maxiter, "seed": seed},
                     sequential=False,
+                    gen_candidates=search_candidates,
                 )
             return Proposal(ctx.round(X.detach()), [{"strategy": self.name, "joint": True}] * n)
         return greedy_batch(

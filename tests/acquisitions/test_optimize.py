@@ -17,6 +17,7 @@ from abo.acquisitions.optimize import (
     latent_mean_std,
     maximize,
     outcome_scale,
+    search_candidates,
     standardized_posterior,
 )
 from abo.model.surrogate import fit_gp
@@ -217,3 +218,41 @@ def test_maximize_never_returns_an_evaluated_or_busy_point_while_a_free_one_is_v
     )
     x, _ = maximize(_Lopsided(), ctx)
     assert full.from_unit(x[0]) == {"n": 1}  # for the proposer to replace
+
+
+class _Bowl(AcquisitionFunction):
+    """A smooth peak at 0.3 in every coordinate; records how each evaluated input was made."""
+
+    def __init__(self) -> None:
+        super().__init__(model=GenericDeterministicModel(lambda X: X[..., :1]))
+        self.made_by: list[str] = []
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        self.made_by.append(type(X.grad_fn).__name__ if X.grad_fn is not None else "leaf")
+        return -((X[..., 0, :] - 0.3) ** 2).sum(dim=-1)
+
+
+def test_maximize_searches_on_the_optimisers_own_input_not_a_column_by_column_copy() -> None:
+    """Without fixed features ``optimize_acqf`` hands its searches an empty dict, which made
+    BoTorch rebuild each evaluated input one column at a time (a slice copy per dimension,
+    forward and backward: a third of an ask in 100 dimensions). ``maximize`` passes ``None``
+    instead; the point it finds is the one BoTorch's own search finds."""
+    from botorch.generation.gen import gen_candidates_scipy
+    from botorch.optim import optimize_acqf
+
+    X = torch.rand(8, 40, dtype=torch.double, generator=torch.Generator().manual_seed(1))
+    ctx = make_ctx(None, X, torch.zeros(8, 1, dtype=torch.double))
+    acq = _Bowl()
+    x, value = maximize(acq, ctx)
+    searched = acq.made_by[1:]  # the first evaluation picks the starts, outside the searches
+    assert searched and "CopySlices" not in searched, sorted(set(searched))
+    assert torch.allclose(x, torch.full_like(x, 0.3), atol=1e-4)
+
+    plain = _Bowl()
+    starts = torch.cat([X[:3], torch.full((1, 40), 0.9, dtype=torch.double)]).unsqueeze(1)
+    mine = _Bowl()
+    kwargs = {"bounds": ctx.bounds, "q": 1, "num_restarts": 4, "batch_initial_conditions": starts}
+    theirs, _ = optimize_acqf(plain, gen_candidates=gen_candidates_scipy, **kwargs)
+    ours, _ = optimize_acqf(mine, gen_candidates=search_candidates, **kwargs)
+    assert "CopySlices" in plain.made_by  # BoTorch's own path does copy: the test can fail
+    assert torch.equal(ours, theirs)
