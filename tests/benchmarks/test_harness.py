@@ -251,3 +251,23 @@ def test_synchronous_thompson_waits_for_the_whole_batch() -> None:
     run = simulate_run(get_problem("branin"), "sync-ts", k=3, budget=13, seed=0)
     assert run["synchronous"] and len(run["regret"]) == 13
     assert run["utilization"] < 1.0  # workers wait for the slowest of each batch
+
+
+def test_report_gives_each_methods_pooled_95th_percentile_of_proposal_seconds(
+    tmp_path: Path,
+) -> None:
+    """The wide suite's bar is an ask's 95th percentile; the table pools every seed's asks."""
+    from benchmarks.report import write_report
+
+    path = tmp_path / "r.jsonl"
+    runs = [simulate_run(get_problem("branin"), "random", 2, 12, s) for s in (0, 1)]
+    runs[1]["proposal_seconds"] = [0.5] * len(runs[1]["proposal_seconds"])  # one slow run
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    text = write_report([path], tmp_path / "out", bar="random")
+    header = next(line for line in text.splitlines() if line.startswith("| method"))
+    row = next(line for line in text.splitlines() if line.startswith("| random |"))
+    cells = dict(zip(header.split("|"), row.split("|"), strict=True))
+    secs = runs[0]["proposal_seconds"] + runs[1]["proposal_seconds"]
+    assert float(cells[" p95 s / proposal "]) == pytest.approx(np.percentile(secs, 95), abs=5e-4)
+    assert float(cells[" p95 s / proposal "]) == pytest.approx(0.5, abs=5e-4)
+    assert float(cells[" median s / proposal "]) < 0.5
