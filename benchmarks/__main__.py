@@ -43,7 +43,7 @@ def _report(args: argparse.Namespace) -> int:
 
     text = write_report(
         args.results, args.out, title=args.title, seeds=args.seeds, bar=args.bar,
-        methods=args.methods, problems=args.problems,
+        methods=args.methods, problems=args.problems, complete=args.complete,
     )  # fmt: skip
     print(text)
     return 0
@@ -155,6 +155,10 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--bar", default="optuna-gp", help="the method the others are tested against")
     rep.add_argument("--methods", nargs="+", default=None, help="only these methods")
     rep.add_argument("--problems", nargs="+", default=None, help="only these problems")
+    rep.add_argument(
+        "--complete", action="store_true",
+        help="only cells where every method has every seed of --seeds",
+    )  # fmt: skip
     rep.set_defaults(func=_report)
 
     lat = sub.add_parser("latency", help="Study.ask() seconds against the number of observations")

@@ -273,6 +273,14 @@ def plot_cell(members: Sequence[Mapping[str, Any]], k: int, budget: int, path: P
     plt.close(fig)
 
 
+def _has_every_seed(members: Sequence[Mapping[str, Any]], seeds: int | None) -> bool:
+    """Whether each method among a cell's runs has every seed ``0..seeds-1``."""
+    by_method: dict[str, set[int]] = {}
+    for run in members:
+        by_method.setdefault(run["method"], set()).add(run["seed"])
+    return all(got >= set(range(seeds or 0)) for got in by_method.values())
+
+
 def write_report(
     paths: Sequence[str | Path],
     out: str | Path,
@@ -281,6 +289,7 @@ def write_report(
     bar: str = BAR,
     methods: Sequence[str] | None = None,
     problems: Sequence[str] | None = None,
+    complete: bool = False,
 ) -> str:
     """Write ``report.md`` and one PNG per cell into ``out``; return the Markdown.
 
@@ -290,7 +299,12 @@ def write_report(
     every method, not a different set per method).
 
     ``methods``, ``problems``: only these (``None``: every one in the files).
+
+    ``complete``: only the cells in which every method has every one of the ``seeds`` (a
+    suite still running reports the cells it finished, not a cell with one seed of a method).
     """
+    if complete and seeds is None:
+        raise ValueError("complete: needs seeds (the seeds 0..seeds-1 every method must have)")
     runs = [
         r
         for r in read_runs(paths)
@@ -312,7 +326,12 @@ def write_report(
         f"signed-rank paired by seed, Holm-corrected, alpha = {ALPHA}). `vs {bar}`: the same "
         f"test of each method against `{bar}` (`better`/`worse`/`same`).",
     ]
-    for (problem, durations, k, budget), members in _cells(runs).items():
+    cells = _cells(runs)
+    if complete:
+        cells = {key: members for key, members in cells.items() if _has_every_seed(members, seeds)}
+        if not cells:
+            raise ValueError(f"complete: no cell has every method on seeds 0-{seeds - 1}")
+    for (problem, durations, k, budget), members in cells.items():
         png = f"{problem}-{durations}-k{k}.png"
         plot_cell(members, k, budget, out / png)
         parts += [

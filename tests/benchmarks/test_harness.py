@@ -271,3 +271,21 @@ def test_report_gives_each_methods_pooled_95th_percentile_of_proposal_seconds(
     assert float(cells[" p95 s / proposal "]) == pytest.approx(np.percentile(secs, 95), abs=5e-4)
     assert float(cells[" p95 s / proposal "]) == pytest.approx(0.5, abs=5e-4)
     assert float(cells[" median s / proposal "]) < 0.5
+
+
+def test_a_complete_report_leaves_out_cells_where_a_method_lacks_a_seed(tmp_path: Path) -> None:
+    from benchmarks.report import write_report
+
+    path = tmp_path / "r.jsonl"
+    runs = [simulate_run(get_problem("branin"), m, k, 10, s)
+            for k in (2, 3) for m in ("random", "optuna-tpe") for s in (0, 1)]  # fmt: skip
+    runs = [r for r in runs if not (r["k"] == 3 and r["method"] == "optuna-tpe" and r["seed"])]
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    full = write_report([path], tmp_path / "all", bar="random", seeds=2)
+    assert "## branin, k = 2," in full and "## branin, k = 3," in full
+    done = write_report([path], tmp_path / "done", bar="random", seeds=2, complete=True)
+    assert "## branin, k = 2," in done and "## branin, k = 3," not in done
+    with pytest.raises(ValueError, match="complete: needs seeds"):
+        write_report([path], tmp_path / "x", bar="random", complete=True)
+    with pytest.raises(ValueError, match="no cell has every method on seeds 0-2"):
+        write_report([path], tmp_path / "x", bar="random", seeds=3, complete=True)
