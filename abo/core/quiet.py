@@ -12,7 +12,10 @@ code, see every warning.
 The entries are in ``warnings.filters`` only while some thread is inside a scope: the first
 thread in puts them first, the last one out removes them, so the filters are exactly the
 user's again after each ask, tell or ``optimize`` (other libraries, scikit-learn among them,
-read and copy every entry as a standard filter). Removing an "ignore" entry needs no reset of
+read and copy every entry as a standard filter). The last one out removes them from every list
+they were put in, not only from the current one: a ``catch_warnings`` block entered on another
+thread meanwhile (BoTorch's fits use one) replaces ``warnings.filters`` with a copy and, when
+it ends, puts back the list it found, entries and all. Removing an "ignore" entry needs no reset of
 the modules' "already warned" registries (an ignored warning is never recorded there), so
 the user's ``once`` and ``default`` warnings are not shown again.
 
@@ -62,6 +65,7 @@ class ThreadScope:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._inside = 0  # threads inside the scope (a nested entry counts once per level)
+        self._lists: list[list[Any]] = []  # the filter lists the entries were put in
         categories: dict[type[Warning], type[Warning]] = {}
         entries = []
         for base, pattern in rules:
@@ -97,6 +101,8 @@ class ThreadScope:
             if not self._first(filters):
                 self._remove(filters)
                 filters[:0] = self.entries
+            if not any(seen is filters for seen in self._lists):
+                self._lists.append(filters)
         self._local.depth = getattr(self._local, "depth", 0) + 1
         try:
             yield
@@ -105,7 +111,9 @@ class ThreadScope:
             with self._lock:
                 self._inside -= 1
                 if self._inside == 0:
-                    self._remove(cast(list[Any], warnings.filters))
+                    for filters in [*self._lists, cast(list[Any], warnings.filters)]:
+                        self._remove(filters)
+                    self._lists.clear()
 
     def _remove(self, filters: list[Any]) -> None:
         """Take every entry of this scope out of ``filters`` (by identity)."""

@@ -97,6 +97,34 @@ def test_threads_entering_and_leaving_at_once_leave_the_filters_as_they_were() -
     assert list(warnings.filters) == before
 
 
+def test_a_catch_warnings_block_of_another_thread_brings_back_no_entry() -> None:
+    """A thread enters ``catch_warnings`` (BoTorch's fits do) while another is silenced, and
+    leaves it after the silenced one is out: the list it puts back held abo's entries."""
+    before = list(warnings.filters)
+    inside, caught, out = threading.Event(), threading.Event(), threading.Event()
+
+    def silenced_thread() -> None:
+        with silenced():
+            inside.set()
+            caught.wait(10)
+        out.set()
+
+    def catching_thread() -> None:
+        inside.wait(10)
+        with warnings.catch_warnings():  # copies the list that holds the entries
+            caught.set()
+            out.wait(10)
+        # leaving it put the older list back
+
+    threads = [threading.Thread(target=silenced_thread), threading.Thread(target=catching_thread)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out.is_set()
+    assert list(warnings.filters) == before
+
+
 def test_the_filters_inside_a_silenced_block_are_standard_and_gone_after_it() -> None:
     before = list(warnings.filters)
     with silenced(), quiet():
