@@ -15,9 +15,13 @@ user's again after each ask, tell or ``optimize`` (other libraries, scikit-learn
 read and copy every entry as a standard filter). The last one out removes them from every list
 they were put in, not only from the current one: a ``catch_warnings`` block entered on another
 thread meanwhile (BoTorch's fits use one) replaces ``warnings.filters`` with a copy and, when
-it ends, puts back the list it found, entries and all. Removing an "ignore" entry needs no reset of
-the modules' "already warned" registries (an ignored warning is never recorded there), so
-the user's ``once`` and ``default`` warnings are not shown again.
+it ends, puts back the list it found, entries and all. Such a block can also end after the
+last thread left (blocks on two threads that end in the other order than they began put back
+a copy made while the entries were in): so every scope, on leaving, also sweeps the entries
+of every other scope that no thread is inside out of the current list, and ``optimize`` sweeps
+every scope's at its end (``sweep``). Removing an "ignore" entry needs no reset of the
+modules' "already warned" registries (an ignored warning is never recorded there), so the
+user's ``once`` and ``default`` warnings are not shown again.
 
 Example:
     >>> import warnings
@@ -47,6 +51,9 @@ class _OnScopedThread(type):
         return (
             cls._scope.active() and isinstance(subclass, type) and issubclass(subclass, cls._base)
         )
+
+
+_SCOPES: list[ThreadScope] = []  # every scope made: each sweeps the others on leaving
 
 
 class ThreadScope:
@@ -79,6 +86,7 @@ class ThreadScope:
             message = re.compile(pattern, re.I) if pattern is not None else None
             entries.append(("ignore", message, categories[base], None, 0))
         self.entries: tuple[tuple[Any, ...], ...] = tuple(entries)
+        _SCOPES.append(self)
 
     def active(self) -> bool:
         """Whether the current thread is inside the scope."""
@@ -111,9 +119,23 @@ class ThreadScope:
             with self._lock:
                 self._inside -= 1
                 if self._inside == 0:
-                    for filters in [*self._lists, cast(list[Any], warnings.filters)]:
-                        self._remove(filters)
-                    self._lists.clear()
+                    self._clear()
+            for other in _SCOPES:
+                if other is not self:
+                    other.sweep()
+
+    def sweep(self) -> None:
+        """If no thread is inside the scope, take its entries out of the current filters (a
+        list another thread's ``catch_warnings`` put back after the last thread left)."""
+        with self._lock:
+            if self._inside == 0:
+                self._clear()
+
+    def _clear(self) -> None:
+        """Take the entries out of every list they were put in and the current one (locked)."""
+        for filters in [*self._lists, cast(list[Any], warnings.filters)]:
+            self._remove(filters)
+        self._lists.clear()
 
     def _remove(self, filters: list[Any]) -> None:
         """Take every entry of this scope out of ``filters`` (by identity)."""
@@ -123,6 +145,13 @@ class ThreadScope:
 
 
 _EVERYTHING = ThreadScope("_Silenced", [(Warning, None)], sys.modules[__name__])
+
+
+def sweep() -> None:
+    """Take out of ``warnings.filters`` the entries of every scope no thread is inside: what a
+    ``catch_warnings`` block that ended after them put back (``ThreadScope.sweep``)."""
+    for scope in _SCOPES:
+        scope.sweep()
 
 
 def silenced() -> AbstractContextManager[None]:

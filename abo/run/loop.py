@@ -54,6 +54,7 @@ from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from abo.core.exceptions import AboError, TrialFailure
+from abo.core.quiet import sweep
 from abo.core.trial import Trial
 from abo.executors.base import Executor
 from abo.run import budget, progress
@@ -245,6 +246,7 @@ def _loop(
     finally:
         driver.close()
         display.close()
+        sweep()  # the asker's last proposal may have put back a filter list with abo's entries
     return _finish(study, state, limits["guard"])
 
 

@@ -125,6 +125,38 @@ def test_a_catch_warnings_block_of_another_thread_brings_back_no_entry() -> None
     assert list(warnings.filters) == before
 
 
+def test_catch_warnings_blocks_ending_out_of_order_bring_back_no_entry() -> None:
+    """A fit (silenced, with BoTorch's ``catch_warnings`` inside) and a proposal (``quiet``,
+    with its own ``catch_warnings``) on two threads: the fit's block ends first and the fit
+    leaves, then the proposal's block puts back the copy the fit's block made, entries and all;
+    the proposal's scope sweeps them out when it leaves."""
+    before = list(warnings.filters)
+    steps = [threading.Event() for _ in range(4)]
+
+    def fit() -> None:
+        with silenced():
+            with warnings.catch_warnings():  # a copy holding the silenced entries
+                steps[0].set()
+                steps[1].wait(10)
+        steps[2].set()
+
+    def proposal() -> None:
+        steps[0].wait(10)
+        with quiet():
+            with warnings.catch_warnings():  # saves the fit's copy, puts it back at the end
+                steps[1].set()
+                steps[2].wait(10)
+            steps[3].set()
+
+    threads = [threading.Thread(target=fit), threading.Thread(target=proposal)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(step.is_set() for step in steps)
+    assert list(warnings.filters) == before
+
+
 def test_the_filters_inside_a_silenced_block_are_standard_and_gone_after_it() -> None:
     before = list(warnings.filters)
     with silenced(), quiet():
